@@ -1,0 +1,95 @@
+"""A persistent cache of per-file results, keyed by file content, ropelint version and configuration.
+
+One JSON file per (version, configuration): a map from content hash to the file's diagnostics.
+Only files that needed a parse are stored: for the others the prefilter is as cheap as a lookup.
+Concurrent runs each write a complete new file by atomic rename (last writer wins, nothing is
+half-written); an unreadable or corrupt cache is ignored and rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+from . import __version__
+from .diagnostics import Diagnostic, FileError, FixInfo, TextEdit
+from .engine import FileResult
+
+MAX_ENTRIES = 50_000
+
+
+def content_key(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def _encode(result: FileResult) -> dict:
+    return {
+        "d": [
+            {**{k: v for k, v in asdict(d).items() if k not in ("path", "fix")},
+             "fix": None if d.fix is None else {"safety": d.fix.safety, "description": d.fix.description,
+                                                "edits": [[e.start, e.end, e.text] for e in d.fix.edits]}}
+            for d in result.diagnostics
+        ],
+        "e": None if result.error is None else [result.error.line, result.error.column, result.error.message],
+    }
+
+
+def _decode(path: str, data: dict) -> FileResult:
+    diags = []
+    for item in data["d"]:
+        fix = item.pop("fix")
+        info = None if fix is None else FixInfo(fix["safety"], fix["description"],
+                                                tuple(TextEdit(*e) for e in fix["edits"]))
+        diags.append(Diagnostic(path=path, fix=info, **item))
+    err = data["e"]
+    error = None if err is None else FileError(path, err[0], err[1], err[2])
+    return FileResult(path, tuple(diags), error, parsed=True)
+
+
+class Cache:
+    def __init__(self, folder: Path, fingerprint: str) -> None:
+        self.folder = folder
+        self.file = folder / f"v{__version__}-{fingerprint}.json"
+        self.entries: dict[str, dict] = {}
+        self.dirty = False
+        try:
+            loaded = json.loads(self.file.read_text(encoding="utf-8"))
+            if isinstance(loaded, dict):
+                self.entries = loaded
+        except (OSError, ValueError):
+            self.entries = {}
+
+    def get(self, key: str, path: str) -> FileResult | None:
+        data = self.entries.get(key)
+        if data is None:
+            return None
+        try:
+            return _decode(path, json.loads(json.dumps(data)))
+        except (KeyError, TypeError, ValueError):
+            self.entries.pop(key, None)  # a corrupt entry is dropped and recomputed
+            return None
+
+    def put(self, key: str, result: FileResult) -> None:
+        self.entries[key] = _encode(result)
+        self.dirty = True
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            gitignore = self.folder / ".gitignore"
+            if not gitignore.exists():
+                gitignore.write_text("# created by ropelint\n*\n", encoding="utf-8")
+            if len(self.entries) > MAX_ENTRIES:
+                self.entries = dict(list(self.entries.items())[-MAX_ENTRIES:])
+            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".cache.", suffix=".tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(self.entries, handle, separators=(",", ":"))
+            os.replace(tmp, self.file)
+        except OSError:
+            pass  # a read-only tree still gets its findings; only the speed-up is lost

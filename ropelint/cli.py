@@ -1,0 +1,232 @@
+"""The command line: ``ropelint check``, ``fix``, ``rules``, ``explain``, ``probe``.
+
+Heavy imports (LibCST, rich, the rules) happen inside the commands so that ``--version`` and
+``--help`` start instantly and nothing here ever imports torch.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+
+FORMATS = ("text", "json", "sarif", "github")
+
+
+def _console(stderr: bool = False):  # type: ignore[no-untyped-def]
+    from rich.console import Console
+
+    return Console(file=sys.stderr if stderr else sys.stdout, highlight=False, soft_wrap=True)
+
+
+def _selection_options(fn):  # type: ignore[no-untyped-def]
+    options = [
+        click.option("--select", multiple=True, metavar="CODES", help="Only these codes or prefixes (comma-separated)."),
+        click.option("--ignore", multiple=True, metavar="CODES", help="Skip these codes or prefixes."),
+        click.option("--extend-select", multiple=True, metavar="CODES", help="Add codes to the selection."),
+        click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+                     help="Read [tool.ropelint] from this pyproject.toml instead of the nearest one."),
+        click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache."),
+        click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
+                     help="Cache folder (default: .ropelint_cache in the project root)."),
+        click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+                     help="Worker processes (default: available cores)."),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _setup(paths: tuple[Path, ...], select, ignore, extend_select, config_path, helper=None):  # type: ignore[no-untyped-def]
+    from .config import ConfigError, load_settings
+
+    start = paths[0] if paths else Path.cwd()
+    try:
+        return load_settings(start, config_path, tuple(select), tuple(ignore), tuple(extend_select), helper)
+    except ConfigError as exc:
+        click.echo(f"ropelint: error: {exc}", err=True)
+        sys.exit(2)
+
+
+def _files(paths: tuple[Path, ...], settings) -> list[Path]:  # type: ignore[no-untyped-def]
+    from .files import discover
+
+    return [path for path, _ in discover(list(paths) or [Path(".")], settings)]
+
+
+def _cache(settings, no_cache: bool, cache_dir: Path | None):  # type: ignore[no-untyped-def]
+    if no_cache:
+        return None
+    from .cache import Cache
+
+    return Cache(cache_dir or settings.root / ".ropelint_cache", settings.fingerprint())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", "-V", prog_name="ropelint", message="%(prog)s %(version)s")
+def cli() -> None:
+    """Find and fix rotary-position-embedding code that silently loses precision."""
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--format", "output_format", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--quiet", "-q", is_flag=True, help="Only the finding lines: no code frames, no summary.")
+@_selection_options
+def check(paths, output_format, exit_zero, quiet, select, ignore, extend_select, config_path, no_cache, cache_dir,
+          jobs) -> None:  # type: ignore[no-untyped-def]
+    """Report RoPE precision traps in PATHS (default: the current folder).
+
+    Exit status: 0 no findings, 1 findings, 2 usage/configuration error or a file that could not be
+    read or parsed.
+    """
+    from .runner import check_paths
+
+    settings = _setup(paths, select, ignore, extend_select, config_path)
+    files = _files(paths, settings)
+    results, sources = check_paths(files, settings, jobs=jobs, cache=_cache(settings, no_cache, cache_dir))
+    diagnostics = [d for r in results for d in r.diagnostics]
+    errors = [r.error for r in results if r.error is not None]
+    _emit(output_format, diagnostics, errors, sources, quiet=quiet, files_checked=len(files))
+    if errors:
+        sys.exit(2)
+    sys.exit(1 if diagnostics and not exit_zero else 0)
+
+
+def _emit(output_format, diagnostics, errors, sources, *, quiet, files_checked) -> None:  # type: ignore[no-untyped-def]
+    from .reporters import json_format, sarif, text
+
+    if errors:
+        text.render_errors(_console(stderr=True), errors)
+    if output_format == "json":
+        click.echo(json_format.render(diagnostics))
+    elif output_format == "sarif":
+        click.echo(sarif.render(diagnostics, errors))
+    elif output_format == "github":
+        for d in diagnostics:
+            click.echo(f"::error title=ropelint {d.code},file={d.path},line={d.line},col={d.column},"
+                       f"endLine={d.end_line},endColumn={d.end_column}::{d.code} {d.message}")
+    else:
+        text.render(_console(), diagnostics, errors, sources, quiet=quiet, files_checked=files_checked)
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--write", is_flag=True, help="Apply the fixes. Without it, print a unified diff and write nothing.")
+@click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes marked unsafe.")
+@click.option("--quiet", "-q", is_flag=True, help="Less output.")
+@_selection_options
+def fix(paths, write, unsafe_fixes, quiet, select, ignore, extend_select, config_path, no_cache, cache_dir,
+        jobs) -> None:  # type: ignore[no-untyped-def]
+    """Fix RoPE precision traps in PATHS.
+
+    Without --write: print the diff and change nothing. Exit status: 0 when nothing remains to report
+    (and, without --write, nothing would change), 1 otherwise, 2 on errors.
+    """
+    import difflib
+
+    from .fixer import fix_text, write_atomic
+    from .reporters import text as text_reporter
+    from .runner import check_paths
+
+    settings = _setup(paths, select, ignore, extend_select, config_path)
+    files = _files(paths, settings)
+    results, sources = check_paths(files, settings, jobs=jobs, cache=_cache(settings, no_cache, cache_dir))
+    errors = [r.error for r in results if r.error is not None]
+    remaining = []
+    changed_files = 0
+    applied = 0
+    out = _console()
+    for result in results:
+        if result.error is not None or not result.diagnostics:
+            continue
+        source = sources[result.path]
+        outcome = fix_text(result.path, source.text, settings.codes_for(source.path), unsafe=unsafe_fixes,
+                           newline=source.newline)
+        if outcome.error is not None:
+            errors.append(outcome.error)
+        remaining.extend(outcome.remaining.diagnostics)
+        if not outcome.changed:
+            continue
+        changed_files += 1
+        applied += outcome.applied
+        if write:
+            write_atomic(source.path, source.encode(outcome.fixed))
+        else:
+            diff = difflib.unified_diff(
+                outcome.original.splitlines(keepends=True), outcome.fixed.splitlines(keepends=True),
+                fromfile=f"a/{result.path}", tofile=f"b/{result.path}",
+            )
+            sys.stdout.write("".join(diff))
+    if errors:
+        text_reporter.render_errors(_console(stderr=True), errors)
+    if not quiet:
+        from rich.text import Text
+
+        verb = "Fixed" if write else "Would fix"
+        out.print(Text(f"{verb} {applied} finding{'s' if applied != 1 else ''} in {changed_files} "
+                       f"file{'s' if changed_files != 1 else ''}; {len(remaining)} remaining.", style="bold"),
+                  soft_wrap=True)
+        if not write:
+            left = [d for d in remaining if d.fix is None or (d.fix.safety == "unsafe" and not unsafe_fixes)]
+            del left
+    if remaining and not quiet:
+        for d in remaining:
+            out.print(f"{d.path}:{d.line}:{d.column}: {d.code} {d.message}", soft_wrap=True, markup=False)
+    if errors:
+        sys.exit(2)
+    sys.exit(1 if remaining or (changed_files and not write) else 0)
+
+
+@cli.command()
+def rules() -> None:
+    """List every rule: code, name, default and fix availability."""
+    from rich.table import Table
+
+    from .rules import ALL_RULES
+
+    table = Table(title="ropelint rules", show_lines=False)
+    for column in ("Code", "Name", "Default", "Fix", "Summary"):
+        table.add_column(column, no_wrap=column in ("Code", "Name"))
+    for rule in ALL_RULES:
+        table.add_row(rule.code, rule.name, "on" if rule.default_enabled else "off", rule.fix_availability,
+                      rule.summary)
+    _console().print(table)
+
+
+@cli.command()
+@click.argument("code")
+def explain(code: str) -> None:
+    """Show the document of rule CODE (e.g. RPL001)."""
+    from rich.markdown import Markdown
+
+    from . import docs
+    from .rules import BY_CODE
+
+    if code.upper() not in BY_CODE:
+        click.echo(f"ropelint: error: unknown rule code {code!r} (see `ropelint rules`)", err=True)
+        sys.exit(2)
+    doc = docs.load(code)
+    if doc is None:
+        click.echo(f"ropelint: error: no document found for {code.upper()}", err=True)
+        sys.exit(2)
+    _console().print(Markdown(doc.text))
+
+
+def _register_probe() -> None:
+    try:
+        from .probe.command import probe
+    except ImportError:
+        return
+    cli.add_command(probe)
+
+
+_register_probe()
+
+
+def main() -> None:
+    cli(prog_name="ropelint")

@@ -1,0 +1,89 @@
+"""What the interpreter saw: the facts rules read. Each event carries the nodes a finding or a fix needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from .values import StateRef, Val
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The function or method an event happened in."""
+
+    symbol: str  # dotted: ``LlamaRotaryEmbedding.forward``
+    node: cst.FunctionDef | None
+    params: tuple[str, ...]
+    activation: str | None  # the parameter that carries the activation dtype (x, hidden_states, q...)
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A region where autocast is disabled (or forced to float32)."""
+
+    node: cst.Call  # the autocast call in the ``with`` item or decorator
+    owner: cst.CSTNode  # the With statement or the decorated FunctionDef
+    scope: Scope
+
+
+@dataclass(frozen=True)
+class Product:
+    """Positions combined with inverse frequencies: the phase."""
+
+    node: cst.CSTNode
+    form: str  # "matmul", "einsum-sum", "einsum", "outer", "elementwise"
+    freq: Val
+    positions: Val
+    guard: Guard | None
+    scope: Scope
+    # For matmul forms: the two operand expressions in order, for the rewrite.
+    operands: tuple[cst.BaseExpression, ...] = ()
+    operand_vals: tuple[Val, ...] = ()
+
+
+@dataclass(frozen=True)
+class Cast:
+    """A dtype conversion of a rotary value: ``.to(...)``, ``.type_as(...)``, ``.half()``..."""
+
+    node: cst.Call
+    method: str
+    receiver: Val
+    target: Val  # a DTYPE value
+    target_expr: cst.BaseExpression | None
+    scope: Scope
+
+
+@dataclass(frozen=True)
+class Trig:
+    node: cst.Call
+    arg: Val
+    scope: Scope
+
+
+@dataclass(frozen=True)
+class TrigInHelper:
+    """A cast phase handed to a same-file function or method that takes its cos/sin."""
+
+    call: cst.Call
+    arg: Val
+    callee: str
+    scope: Scope
+
+
+@dataclass(frozen=True)
+class Registration:
+    """Module state registered from a rotary value."""
+
+    node: cst.CSTNode
+    ref: StateRef
+    value: Val
+    scope: Scope
+
+
+@dataclass(frozen=True)
+class InvFreqBuilt:
+    node: cst.CSTNode
+    val: Val
+    scope: Scope

@@ -1,0 +1,1083 @@
+"""An abstract interpreter over the rotary parts of one file.
+
+It walks each class and function once, in source order, with an environment of abstract values
+(see values.py), and records events (see events.py): products of positions and inverse
+frequencies, dtype casts, trig calls, state registrations. Values flow across the methods of one
+class through ``self`` state and method summaries, and across functions of the file through
+return summaries. The analysis is deliberately context-insensitive: a function is analysed once,
+with its parameters described by their names, so the result does not depend on call order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from ..imports import ImportTable
+from .events import Cast, Guard, InvFreqBuilt, Product, Registration, Scope, Trig, TrigInHelper
+from .names import (
+    AUTOCAST,
+    CUSTOM_FWD,
+    TORCH_DTYPES_COMPLEX,
+    TORCH_DTYPES_FULL,
+    TORCH_DTYPES_INT,
+    TORCH_DTYPES_LOW,
+    bool_literal,
+    dotted,
+    is_numpy,
+    is_torch,
+    qualname,
+    string_value,
+)
+from .values import UNKNOWN, Dt, Role, StateKind, StateRead, StateRef, Val, dtype_val, join
+
+POSITION_PARAMS = re.compile(
+    r"^(position_ids|positions?|pos|pos_ids|position|cache_position|seq_pos|t|seq|timesteps?|offsets?)$"
+)
+INT_POSITION_PARAMS = re.compile(r"^(position_ids|pos_ids|cache_position|input_pos)$")
+ACTIVATION_PARAMS = re.compile(
+    r"^(x|hidden_states?|hidden|q|k|v|query|key|value|xq|xk|query_states|key_states|inputs?|tensor|qk|t_x)$"
+)
+SCALAR_PARAMS = re.compile(
+    r"(seq_len|seqlen|max_seq|max_position|^end$|^dim$|head_dim|^base$|theta|^n_elem$|length|factor|scale)"
+)
+POSITION_ARGS = re.compile(r"seq|len|max|pos|end|ctx|cache|length|tokens|time|frame|^[thwTHWn]$|size|shape")
+EXPONENT_ARGS = re.compile(r"dim|half|rot|n_elem|head|feat|channels")
+SHAPE_METHODS = {
+    "expand", "expand_as", "view", "reshape", "transpose", "permute", "contiguous", "unsqueeze",
+    "squeeze", "repeat", "repeat_interleave", "flatten", "clone", "detach", "cpu", "cuda",
+    "requires_grad_", "narrow", "flip", "roll", "chunk", "split", "t", "mT", "T", "to_dense",
+    "__getitem__", "index_select", "gather", "tile", "movedim", "unflatten",
+}
+PROMOTE_ORDER = [Dt.FULL, Dt.LOW, Dt.RUNTIME, Dt.INT, Dt.UNKNOWN]
+MATMUL_FUNCS = ("matmul", "mm", "bmm", "addmm", "baddbmm", "tensordot", "addbmm", "mv", "chain_matmul")
+
+
+@dataclass
+class StateEntry:
+    ref: StateRef
+    value: Val
+
+
+@dataclass
+class ClassInfo:
+    name: str
+    node: cst.ClassDef
+    bases: list[str]
+    methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    state: dict[str, StateEntry] = field(default_factory=dict)
+    repaired: set[str] = field(default_factory=set)
+
+
+@dataclass
+class Summary:
+    """What a call of a function or method returns, and which parameters reach cos/sin."""
+
+    returns: Val = UNKNOWN
+    items: tuple[Val, ...] | None = None
+    trig_params: frozenset[str] = frozenset()
+    params: tuple[str, ...] = ()
+
+
+@dataclass
+class Frame:
+    env: dict[str, Val]
+    items: dict[str, tuple[Val, ...]]
+    scope: Scope
+    cls: ClassInfo | None
+    guards: list[Guard]
+    returns: list[Val] = field(default_factory=list)
+    return_items: list[tuple[Val, ...]] = field(default_factory=list)
+    trig_params: set[str] = field(default_factory=set)
+
+
+@dataclass
+class FileModel:
+    """Everything the rules read about one file."""
+
+    products: list[Product] = field(default_factory=list)
+    casts: list[Cast] = field(default_factory=list)
+    trigs: list[Trig] = field(default_factory=list)
+    helper_trigs: list[TrigInHelper] = field(default_factory=list)
+    registrations: list[Registration] = field(default_factory=list)
+    inv_freqs: list[InvFreqBuilt] = field(default_factory=list)
+    guards: list[Guard] = field(default_factory=list)
+    classes: dict[str, ClassInfo] = field(default_factory=dict)
+    functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
+
+
+def _promote(a: Val, b: Val) -> tuple[Dt, cst.CSTNode | None]:
+    """Result dtype of a tensor op, following torch promotion where both sides are known."""
+    tensors = [v for v in (a, b) if not v.has(Role.SCALAR)]
+    if not tensors:
+        return Dt.UNKNOWN, None
+    if len(tensors) == 1:
+        only = tensors[0]
+        return only.dtype, only.site
+    if any(v.dtype is Dt.FULL for v in tensors):
+        return Dt.FULL, None
+    best = min(tensors, key=lambda v: PROMOTE_ORDER.index(v.dtype))
+    return best.dtype, best.site
+
+
+class Interpreter:
+    def __init__(self, module: cst.Module, imports: ImportTable) -> None:
+        self.module = module
+        self.imports = imports
+        self.model = FileModel()
+        self.summaries: dict[str, Summary] = {}
+        self.in_progress: set[str] = set()
+        self.wrappers: dict[str, str] = {}  # function name -> "disabled" | "passthrough"
+
+    # ----------------------------------------------------------------- driver
+    def run(self) -> FileModel:
+        top = list(self._top_level(self.module.body))
+        for stmt in top:
+            if isinstance(stmt, cst.FunctionDef):
+                self.model.functions[stmt.name.value] = stmt
+            elif isinstance(stmt, cst.ClassDef):
+                self._register_class(stmt)
+        for name, fn in self.model.functions.items():
+            self.wrappers.update(self._wrapper_kind(name, fn))
+        for name in self.model.functions:
+            self._function_summary(name)
+        for info in list(self.model.classes.values()):
+            self._analyse_class(info)
+        module_scope = Scope("<module>", None, (), None)
+        frame = Frame({}, {}, module_scope, None, [])
+        for stmt in top:
+            if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                self._stmt(stmt, frame)
+        return self.model
+
+    def _top_level(self, body):  # type: ignore[no-untyped-def]
+        for stmt in body:
+            if isinstance(stmt, (cst.If, cst.Try)):
+                yield from self._top_level(stmt.body.body)
+                orelse = getattr(stmt, "orelse", None)
+                if isinstance(orelse, (cst.Else, cst.If)):
+                    yield from self._top_level(orelse.body.body if isinstance(orelse, cst.Else) else [orelse])
+                for handler in getattr(stmt, "handlers", ()):
+                    yield from self._top_level(handler.body.body)
+            else:
+                yield stmt
+
+    # ---------------------------------------------------------------- classes
+    def _register_class(self, node: cst.ClassDef) -> None:
+        bases = []
+        for arg in node.bases:
+            parts = dotted(arg.value)
+            if parts:
+                bases.append(parts[-1])
+        info = ClassInfo(node.name.value, node, bases)
+        for stmt in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
+            if isinstance(stmt, cst.FunctionDef):
+                info.methods[stmt.name.value] = stmt
+        self.model.classes[info.name] = info
+
+    def _mro(self, info: ClassInfo) -> list[ClassInfo]:
+        out, todo, seen = [], [info], set()
+        while todo:
+            cur = todo.pop(0)
+            if cur.name in seen:
+                continue
+            seen.add(cur.name)
+            out.append(cur)
+            todo.extend(self.model.classes[b] for b in cur.bases if b in self.model.classes)
+        return out
+
+    def _find_method(self, info: ClassInfo, name: str) -> tuple[ClassInfo, cst.FunctionDef] | None:
+        for cls in self._mro(info):
+            if name in cls.methods:
+                return cls, cls.methods[name]
+        return None
+
+    def _find_state(self, info: ClassInfo, name: str) -> StateEntry | None:
+        for cls in self._mro(info):
+            if name in cls.state:
+                return cls.state[name]
+            for key, entry in cls.state.items():
+                if "{}" in key and re.fullmatch(re.escape(key).replace(r"\{\}", ".*"), name):
+                    return entry
+        return None
+
+    def _analyse_class(self, info: ClassInfo) -> None:
+        for base in self._mro(info)[1:]:
+            if not base.state and base.methods:
+                self._analyse_class(base)
+        order = sorted(info.methods, key=lambda n: n != "__init__")
+        for name in order:
+            self._method_summary(info, name)
+        for cls in self._mro(info):
+            if "_apply" in cls.methods:
+                text = self.module.code_for_node(cls.methods["_apply"])
+                for state in info.state:
+                    if re.search(rf"\b{re.escape(state)}\b", text):
+                        info.repaired.add(state)
+
+    def _method_summary(self, info: ClassInfo, name: str) -> Summary:
+        found = self._find_method(info, name)
+        if found is None:
+            return Summary()
+        owner, fn = found
+        key = f"{info.name}.{name}"
+        if key in self.summaries:
+            return self.summaries[key]
+        if key in self.in_progress:
+            return Summary()
+        self.in_progress.add(key)
+        summary = self._analyse_function(fn, f"{owner.name}.{name}", info, is_method=True)
+        self.in_progress.discard(key)
+        self.summaries[key] = summary
+        return summary
+
+    def _function_summary(self, name: str) -> Summary:
+        if name in self.summaries:
+            return self.summaries[name]
+        fn = self.model.functions.get(name)
+        if fn is None or name in self.in_progress:
+            return Summary()
+        self.in_progress.add(name)
+        summary = self._analyse_function(fn, name, None, is_method=False)
+        self.in_progress.discard(name)
+        self.summaries[name] = summary
+        return summary
+
+    # -------------------------------------------------------------- functions
+    def _params(self, fn: cst.FunctionDef) -> list[cst.Param]:
+        p = fn.params
+        out = list(p.posonly_params) + list(p.params) + list(p.kwonly_params)
+        return out
+
+    def _param_val(self, name: str) -> Val:
+        if INT_POSITION_PARAMS.match(name):
+            return Val(frozenset({Role.POSITIONS}), Dt.INT, param=name)
+        if POSITION_PARAMS.match(name):
+            return Val(frozenset({Role.POSITIONS}), Dt.UNKNOWN, param=name)
+        if ACTIVATION_PARAMS.match(name):
+            return Val(frozenset({Role.ACTIVATION}), Dt.RUNTIME, param=name)
+        if name == "dtype" or name.endswith("_dtype"):
+            return dtype_val(Dt.RUNTIME).evolve(param=name)
+        if name == "device" or name.endswith("_device"):
+            return Val(frozenset({Role.DEVICE}), param=name)
+        if SCALAR_PARAMS.search(name):
+            return Val(frozenset({Role.SCALAR}), param=name)
+        return self._named(name).evolve(param=name)
+
+    def _named(self, name: str) -> Val:
+        """What a name says when nothing else is known."""
+        low = name.lower()
+        if "inv_freq" in low or low in ("freqs", "inv_freqs", "freq", "frequencies", "theta"):
+            return Val(frozenset({Role.INV_FREQ}))
+        if low in ("cos", "sin", "cos_cached", "sin_cached", "_cos_cached", "_sin_cached"):
+            return Val(frozenset({Role.TABLE}))
+        return UNKNOWN
+
+    def _analyse_function(self, fn: cst.FunctionDef, symbol: str, cls: ClassInfo | None, *, is_method: bool) -> Summary:
+        params = [p.name.value for p in self._params(fn)]
+        if is_method and params:
+            params = params[1:]
+        activation = next((p for p in params if ACTIVATION_PARAMS.match(p)), None)
+        scope = Scope(symbol, fn, tuple(params), activation)
+        guards: list[Guard] = []
+        for dec in fn.decorators:
+            guard = self._guard_for(dec.decorator, fn, scope)
+            if guard:
+                guards.append(guard)
+        frame = Frame({p: self._param_val(p) for p in params}, {}, scope, cls, guards)
+        self._block(fn.body, frame)
+        ret = UNKNOWN
+        for r in frame.returns:
+            ret = r if ret is UNKNOWN else join(ret, r)
+        items = None
+        if frame.return_items:
+            items = frame.return_items[0]
+            for more in frame.return_items[1:]:
+                if len(more) == len(items):
+                    items = tuple(join(a, b) for a, b in zip(items, more))
+        return Summary(ret, items, frozenset(frame.trig_params), tuple(params))
+
+    # ------------------------------------------------------------- statements
+    def _block(self, body: cst.BaseSuite, frame: Frame) -> None:
+        if isinstance(body, cst.SimpleStatementSuite):
+            for small in body.body:
+                self._small(small, frame)
+            return
+        for stmt in body.body:
+            self._stmt(stmt, frame)
+
+    def _branch(self, frame: Frame, bodies: list[cst.BaseSuite | None]) -> None:
+        base_env, base_items = dict(frame.env), dict(frame.items)
+        results = []
+        for body in bodies:
+            frame.env, frame.items = dict(base_env), dict(base_items)
+            if body is not None:
+                self._block(body, frame)
+            results.append((frame.env, frame.items))
+        merged: dict[str, Val] = {}
+        for env, _ in results:
+            for k, v in env.items():
+                merged[k] = join(merged[k], v) if k in merged else v
+        frame.env = merged
+        frame.items = {k: v for _, items in results for k, v in items.items()}
+
+    def _stmt(self, stmt: cst.BaseStatement, frame: Frame) -> None:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                self._small(small, frame)
+        elif isinstance(stmt, cst.If):
+            self._eval(stmt.test, frame)
+            self._note_repair_guard(stmt, frame)
+            orelse = stmt.orelse
+            other: cst.BaseSuite | None = None
+            if isinstance(orelse, cst.Else):
+                other = orelse.body
+            elif isinstance(orelse, cst.If):
+                other = cst.IndentedBlock(body=[orelse])
+            self._branch(frame, [stmt.body, other])
+        elif isinstance(stmt, (cst.For, cst.While)):
+            if isinstance(stmt, cst.For):
+                it = self._eval(stmt.iter, frame)
+                self._bind(stmt.target, it.evolve(roles=it.roles - {Role.ARANGE}), None, frame)
+            else:
+                self._eval(stmt.test, frame)
+            self._branch(frame, [stmt.body, None])
+        elif isinstance(stmt, cst.With):
+            pushed = 0
+            for item in stmt.items:
+                guard = self._guard_for(item.item, stmt, frame.scope)
+                if guard:
+                    frame.guards.append(guard)
+                    pushed += 1
+                else:
+                    val = self._eval(item.item, frame)
+                    if item.asname is not None:
+                        self._bind(item.asname.name, val, None, frame)
+            self._block(stmt.body, frame)
+            for _ in range(pushed):
+                frame.guards.pop()
+        elif isinstance(stmt, (cst.Try, cst.TryStar)):
+            self._block(stmt.body, frame)
+            for handler in stmt.handlers:
+                self._block(handler.body, frame)
+            if stmt.orelse:
+                self._block(stmt.orelse.body, frame)
+            if stmt.finalbody:
+                self._block(stmt.finalbody.body, frame)
+        elif isinstance(stmt, cst.FunctionDef):
+            # A nested function (a decorator's wrapper, a closure): analyse it with the outer names.
+            inner_scope = Scope(f"{frame.scope.symbol}.{stmt.name.value}", stmt, frame.scope.params, frame.scope.activation)
+            inner = Frame(dict(frame.env), dict(frame.items), inner_scope, frame.cls, list(frame.guards))
+            for dec in stmt.decorators:
+                guard = self._guard_for(dec.decorator, stmt, inner_scope)
+                if guard:
+                    inner.guards.append(guard)
+            for p in self._params(stmt):
+                inner.env[p.name.value] = self._param_val(p.name.value)
+            self._block(stmt.body, inner)
+        elif isinstance(stmt, cst.ClassDef):
+            pass
+
+    def _small(self, small: cst.BaseSmallStatement, frame: Frame) -> None:
+        if isinstance(small, cst.Assign):
+            val = self._eval(small.value, frame)
+            items = self._items_of(small.value, frame)
+            for target in small.targets:
+                self._bind(target.target, val, items, frame, source=small)
+        elif isinstance(small, cst.AnnAssign):
+            if small.value is not None:
+                val = self._eval(small.value, frame)
+                self._bind(small.target, val, self._items_of(small.value, frame), frame, source=small)
+        elif isinstance(small, cst.AugAssign):
+            right = self._eval(small.value, frame)
+            left = self._eval(small.target, frame)
+            val = self._arith(left, right, small.operator, small, frame)
+            self._bind(small.target, val, None, frame, source=small)
+        elif isinstance(small, cst.Expr):
+            self._eval(small.value, frame)
+        elif isinstance(small, cst.Return) and small.value is not None:
+            val = self._eval(small.value, frame)
+            frame.returns.append(val)
+            items = self._items_of(small.value, frame)
+            if items is not None:
+                frame.return_items.append(items)
+
+    def _items_of(self, node: cst.BaseExpression, frame: Frame) -> tuple[Val, ...] | None:
+        if isinstance(node, (cst.Tuple, cst.List)):
+            return tuple(self._eval(el.value, frame) for el in node.elements)
+        if isinstance(node, cst.Name) and node.value in frame.items:
+            return frame.items[node.value]
+        if isinstance(node, cst.Call):
+            summary = self._callee_summary(node, frame)
+            if summary is not None:
+                return summary.items
+        return None
+
+    def _bind(self, target: cst.BaseExpression, val: Val, items: tuple[Val, ...] | None,
+              frame: Frame, source: cst.CSTNode | None = None) -> None:
+        if isinstance(target, cst.Name):
+            frame.env[target.value] = val if val is not UNKNOWN else self._named(target.value)
+            if items is not None:
+                frame.items[target.value] = items
+            else:
+                frame.items.pop(target.value, None)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            elements = [el.value for el in target.elements]
+            for i, el in enumerate(elements):
+                sub = items[i] if items is not None and i < len(items) else UNKNOWN
+                self._bind(el, sub, None, frame, source)
+        elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) \
+                and target.value.value == "self" and frame.cls is not None:
+            name = target.attr.value
+            existing = frame.cls.state.get(name)
+            if existing is not None and existing.ref.kind is not StateKind.ATTRIBUTE:
+                # Re-assigning a registered buffer keeps it a buffer.
+                frame.cls.state[name] = StateEntry(existing.ref, val)
+                return
+            holder = self._holder_kind(source)
+            if holder is not None:
+                kind, persistent, inner = holder
+                ref = StateRef(name, kind, source, persistent)  # type: ignore[arg-type]
+                frame.cls.state[name] = StateEntry(ref, inner)
+                self._registered(source, ref, inner, frame)  # type: ignore[arg-type]
+            else:
+                ref = StateRef(name, StateKind.ATTRIBUTE, source or target)
+                frame.cls.state[name] = StateEntry(ref, val)
+
+    def _holder_kind(self, source: cst.CSTNode | None) -> tuple[StateKind, bool, Val] | None:
+        """``nn.Buffer(v, persistent=...)`` / ``nn.Parameter(v)`` on the right-hand side."""
+        value = getattr(source, "value", None)
+        if not isinstance(value, cst.Call):
+            return None
+        return self._holder_call(value)
+
+    def _holder_call(self, call: cst.Call) -> tuple[StateKind, bool, Val] | None:
+        name = qualname(call.func, self.imports) or ""
+        tail = name.rsplit(".", 1)[-1]
+        if tail not in ("Buffer", "Parameter") or not (name.startswith("torch") or name == tail):
+            return None
+        inner = self._last_holder_val
+        persistent = True
+        for arg in call.args:
+            if arg.keyword and arg.keyword.value == "persistent":
+                persistent = bool_literal(arg.value) is not False
+        kind = StateKind.BUFFER if tail == "Buffer" else StateKind.PARAMETER
+        return kind, persistent, inner
+
+    _last_holder_val: Val = UNKNOWN
+
+    def _registered(self, node: cst.CSTNode, ref: StateRef, value: Val, frame: Frame) -> None:
+        self.model.registrations.append(Registration(node, ref, value, frame.scope))
+
+    def _note_repair_guard(self, stmt: cst.If, frame: Frame) -> None:
+        """``if self.inv_freq.dtype != torch.float32: <rebuild>`` repairs the buffer after casts."""
+        test = stmt.test
+        if frame.cls is None or not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            return
+        comp = test.comparisons[0]
+        if not isinstance(comp.operator, (cst.NotEqual, cst.IsNot)):
+            return
+        sides = [test.left, comp.comparator]
+        state = None
+        for side in sides:
+            parts = dotted(side)
+            if parts and len(parts) == 3 and parts[0] == "self" and parts[2] == "dtype":
+                state = parts[1]
+        other = [s for s in sides if (dotted(s) or [""])[-1] in TORCH_DTYPES_FULL]
+        if state and other:
+            body = self.module.code_for_node(stmt.body)
+            if re.search(rf"self\.{re.escape(state)}\s*=|register_buffer\(\s*['\"]{re.escape(state)}['\"]", body):
+                frame.cls.repaired.add(state)
+
+    # ----------------------------------------------------------------- guards
+    def _guard_for(self, expr: cst.BaseExpression, owner: cst.CSTNode, scope: Scope) -> Guard | None:
+        if not isinstance(expr, cst.Call):
+            return None
+        name = qualname(expr.func, self.imports)
+        parts = dotted(expr.func) or []
+        local = parts[-1] if parts else ""
+        kw = {a.keyword.value: a.value for a in expr.args if a.keyword}
+        positional = [a.value for a in expr.args if not a.keyword and not a.star]
+        enabled = kw.get("enabled")
+        disabled = enabled is not None and bool_literal(enabled) is False
+        if name in AUTOCAST:
+            # torch.autocast(device_type, dtype, enabled); torch.cuda.amp.autocast(enabled, dtype)
+            pos_enabled = positional[2] if name in ("torch.autocast", "torch.amp.autocast") and len(positional) > 2 \
+                else positional[0] if name.endswith("amp.autocast") and name != "torch.amp.autocast" and positional else None
+            if pos_enabled is not None and bool_literal(pos_enabled) is False:
+                disabled = True
+            dtype = kw.get("dtype")
+            if dtype is not None and (dotted(dtype) or [""])[-1] in TORCH_DTYPES_FULL:
+                disabled = True
+            return Guard(expr, owner, scope) if disabled else None
+        if name in CUSTOM_FWD and "cast_inputs" in kw:
+            return Guard(expr, owner, scope)
+        if local in self.wrappers and len(parts) == 1:
+            kind = self.wrappers[local]
+            if kind == "disabled" or disabled:
+                return Guard(expr, owner, scope)
+            return None
+        if "autocast" in local.lower() and disabled:
+            return Guard(expr, owner, scope)
+        return None
+
+    def _wrapper_kind(self, name: str, fn: cst.FunctionDef) -> dict[str, str]:
+        """Same-file helpers that only open an autocast region: ``def no_amp(): return autocast(..., enabled=False)``."""
+        scope = Scope(name, fn, (), None)
+        kind = None
+        for node in _walk_calls(fn.body):
+            qn = qualname(node.func, self.imports)
+            if qn not in AUTOCAST:
+                continue
+            if self._guard_for(node, fn, scope) is not None:
+                kind = "disabled"
+            else:
+                for arg in node.args:
+                    if arg.keyword and arg.keyword.value == "enabled" and isinstance(arg.value, cst.Name) \
+                            and arg.value.value not in ("True", "False"):
+                        kind = kind or "passthrough"
+        return {name: kind} if kind else {}
+
+    # ------------------------------------------------------------ expressions
+    def _eval(self, node: cst.BaseExpression, frame: Frame) -> Val:
+        if isinstance(node, cst.Name):
+            if node.value in frame.env:
+                return frame.env[node.value]
+            if node.value in ("True", "False", "None"):
+                return Val(frozenset({Role.SCALAR}), literal=node.value)
+            return self._named(node.value)
+        if isinstance(node, (cst.Integer, cst.Float)):
+            return Val(frozenset({Role.SCALAR}), literal=node.evaluated_value)
+        if isinstance(node, cst.Attribute):
+            return self._attribute(node, frame)
+        if isinstance(node, cst.Call):
+            return self._call(node, frame)
+        if isinstance(node, cst.BinaryOperation):
+            left = self._eval(node.left, frame)
+            right = self._eval(node.right, frame)
+            return self._binary(node, left, right, frame)
+        if isinstance(node, cst.UnaryOperation):
+            inner = self._eval(node.expression, frame)
+            return inner.evolve(literal=None)
+        if isinstance(node, cst.Subscript):
+            base = self._eval(node.value, frame)
+            for el in node.slice:
+                if isinstance(el.slice, cst.Index):
+                    self._eval(el.slice.value, frame)
+            return self._subscript(node, base)
+        if isinstance(node, (cst.Tuple, cst.List)):
+            vals = [self._eval(el.value, frame) for el in node.elements]
+            out = UNKNOWN
+            for v in vals:
+                out = v if out is UNKNOWN else join(out, v)
+            return out.evolve(param=None)
+        if isinstance(node, cst.IfExp):
+            self._eval(node.test, frame)
+            return join(self._eval(node.body, frame), self._eval(node.orelse, frame))
+        if isinstance(node, (cst.Comparison, cst.BooleanOperation)):
+            for child in node.children:
+                if isinstance(child, cst.BaseExpression):
+                    self._eval(child, frame)
+            return Val(frozenset({Role.SCALAR}))
+        if isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.DictComp, cst.SetComp, cst.Dict, cst.Lambda)):
+            return UNKNOWN
+        return UNKNOWN
+
+    def _attribute(self, node: cst.Attribute, frame: Frame) -> Val:
+        attr = node.attr.value
+        if isinstance(node.value, cst.Name) and node.value.value == "self":
+            return self._state_read(attr, node, frame)
+        qn = qualname(node, self.imports)
+        if qn is not None and (qn.startswith("torch.") or qn.startswith("numpy.")):
+            if attr in TORCH_DTYPES_FULL:
+                return dtype_val(Dt.FULL)
+            if attr in TORCH_DTYPES_LOW:
+                return dtype_val(Dt.LOW)
+            if attr in TORCH_DTYPES_INT:
+                return dtype_val(Dt.INT)
+            if attr in TORCH_DTYPES_COMPLEX:
+                return dtype_val(Dt.FULL)
+            return UNKNOWN
+        base = self._eval(node.value, frame)
+        if attr == "dtype":
+            if base.has(Role.DTYPE):
+                return UNKNOWN
+            dt = base.dtype if base.roles or base.dtype is not Dt.UNKNOWN else Dt.UNKNOWN
+            if base.read is not None and base.read.ref.follows_module_casts:
+                dt = Dt.RUNTIME
+            return dtype_val(dt, site=None, read=base.read).evolve(param=base.param)
+        if attr == "device":
+            return Val(frozenset({Role.DEVICE}))
+        if attr in ("T", "mT", "real", "imag"):
+            return base
+        if attr in ("shape", "ndim", "is_cuda"):
+            return Val(frozenset({Role.SCALAR}))
+        if isinstance(node.value, cst.Name) and node.value.value in ("config", "args", "cfg", "params"):
+            return Val(frozenset({Role.SCALAR}))
+        return self._named(attr) if base is UNKNOWN else UNKNOWN
+
+    def _state_read(self, attr: str, node: cst.CSTNode, frame: Frame) -> Val:
+        if frame.cls is None:
+            return self._named(attr)
+        entry = self._find_state(frame.cls, attr)
+        if entry is None:
+            if SCALAR_PARAMS.search(attr) or attr in ("dim", "base"):
+                return Val(frozenset({Role.SCALAR}))
+            return self._named(attr)
+        ref = entry.ref
+        read = StateRead(ref, node)
+        stored = entry.value
+        roles = stored.roles or self._named(attr).roles
+        if ref.follows_module_casts:
+            return Val(roles, Dt.RUNTIME, site=node, read=read, scaled=stored.scaled)
+        return stored.evolve(read=read if roles else stored.read)
+
+    def _subscript(self, node: cst.Subscript, base: Val) -> Val:
+        elems = node.slice
+        kinds = []
+        for el in elems:
+            s = el.slice
+            if isinstance(s, cst.Index) and isinstance(s.value, cst.Name) and s.value.value == "None":
+                kinds.append("new")
+            elif isinstance(s, cst.Slice) or (isinstance(s, cst.Index) and isinstance(s.value, cst.Ellipsis)):
+                kinds.append("keep")
+            else:
+                kinds.append("index")
+        if "new" in kinds and "index" not in kinds:
+            return base.evolve(last_is_one=kinds[-1] == "new",
+                               second_last_is_one=len(kinds) >= 2 and kinds[-2] == "new", literal=None)
+        return base.evolve(literal=None)
+
+    # ------------------------------------------------------------------ calls
+    def _callee_summary(self, node: cst.Call, frame: Frame) -> Summary | None:
+        func = node.func
+        if isinstance(func, cst.Name) and func.value in self.model.functions and func.value not in frame.env:
+            return self._function_summary(func.value)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self" \
+                and frame.cls is not None and self._find_method(frame.cls, func.attr.value):
+            return self._method_summary(frame.cls, func.attr.value)
+        return None
+
+    def _call(self, node: cst.Call, frame: Frame) -> Val:
+        func = node.func
+        args = [a for a in node.args if not a.star]
+        pos = [a.value for a in args if a.keyword is None]
+        kw = {a.keyword.value: a.value for a in args if a.keyword is not None}
+
+        summary = self._callee_summary(node, frame)
+        if summary is not None:
+            vals = [self._eval(a, frame) for a in pos]
+            kvals = {k: self._eval(v, frame) for k, v in kw.items()}
+            self._check_helper_trig(node, summary, vals, kvals, frame)
+            return summary.returns
+
+        qn = qualname(func, self.imports)
+        if qn is None and isinstance(func, cst.Name) and func.value in ("setattr", "getattr"):
+            qn = func.value
+        if qn is not None and (qn.startswith("torch") or is_numpy(qn) or qn.startswith("math.")
+                               or qn in ("setattr", "getattr")):
+            return self._library_call(node, qn, pos, kw, frame)
+        if isinstance(func, cst.Attribute):
+            receiver_node = func.value
+            method = func.attr.value
+            if isinstance(receiver_node, cst.Name) and receiver_node.value == "self" and method == "register_buffer":
+                return self._register_buffer(node, pos, kw, frame)
+            receiver = self._eval(receiver_node, frame)
+            return self._method(node, method, receiver, pos, kw, frame)
+        for a in pos:
+            self._eval(a, frame)
+        for v in kw.values():
+            self._eval(v, frame)
+        if isinstance(func, cst.Name) and func.value in ("float", "int", "len", "max", "min", "round"):
+            return Val(frozenset({Role.SCALAR}))
+        return UNKNOWN
+
+    def _check_helper_trig(self, node: cst.Call, summary: Summary, vals: list[Val], kvals: dict[str, Val],
+                           frame: Frame) -> None:
+        if not summary.trig_params:
+            return
+        bound = dict(zip(summary.params, vals))
+        bound.update(kvals)
+        callee = (dotted(node.func) or ["?"])[-1]
+        for name, val in bound.items():
+            if name in summary.trig_params:
+                if val.param is not None:
+                    frame.trig_params.add(val.param)
+                if val.has(Role.PHASE):
+                    self.model.helper_trigs.append(TrigInHelper(node, val, callee, frame.scope))
+
+    def _register_buffer(self, node: cst.Call, pos: list, kw: dict, frame: Frame) -> Val:
+        name_node = pos[0] if pos else kw.get("name")
+        value_node = pos[1] if len(pos) > 1 else kw.get("tensor")
+        persistent_node = pos[2] if len(pos) > 2 else kw.get("persistent")
+        value = self._eval(value_node, frame) if value_node is not None else UNKNOWN
+        name = string_value(name_node) if name_node is not None else None
+        if name is None or frame.cls is None:
+            return UNKNOWN
+        persistent = not (persistent_node is not None and bool_literal(persistent_node) is False)
+        if value is UNKNOWN or not value.roles:
+            value = value.evolve(roles=self._named(name).roles) if not value.roles else value
+        ref = StateRef(name, StateKind.BUFFER, node, persistent)
+        frame.cls.state[name] = StateEntry(ref, value)
+        self._registered(node, ref, value, frame)
+        return UNKNOWN
+
+    def _library_call(self, node: cst.Call, qn: str, pos: list, kw: dict, frame: Frame) -> Val:
+        tail = qn.rsplit(".", 1)[-1]
+        numpy = is_numpy(qn)
+        if qn in ("setattr",) and len(pos) >= 3 and isinstance(pos[0], cst.Name) and pos[0].value == "self":
+            value_node = pos[2]
+            inner = self._eval(value_node.args[0].value, frame) if isinstance(value_node, cst.Call) and value_node.args else self._eval(value_node, frame)
+            name = string_value(pos[1])
+            if name is not None and frame.cls is not None and isinstance(value_node, cst.Call):
+                self._last_holder_val = inner if inner.roles else inner.evolve(roles=self._named(name).roles)
+                holder = self._holder_call(value_node)
+                self._last_holder_val = UNKNOWN
+                if holder is not None:
+                    kind, persistent, val = holder
+                    ref = StateRef(name, kind, node, persistent)
+                    frame.cls.state[name] = StateEntry(ref, val)
+                    self._registered(node, ref, val, frame)
+            return UNKNOWN
+        if qn == "getattr" and pos and isinstance(pos[0], cst.Name) and pos[0].value == "self" and len(pos) >= 2:
+            name = string_value(pos[1])
+            if name is not None:
+                return self._state_read(name.replace("{}", "x") if "{}" in name else name, node, frame) \
+                    if "{}" not in name else self._state_read_template(name, node, frame)
+            return UNKNOWN
+        if tail in ("Buffer", "Parameter") and not numpy:
+            inner = self._eval(pos[0], frame) if pos else UNKNOWN
+            self._last_holder_val = inner
+            return inner
+        vals = [self._eval(a, frame) for a in pos]
+        kvals = {k: self._eval(v, frame) for k, v in kw.items()}
+        if tail in ("arange", "linspace") and not qn.startswith("math"):
+            return self._arange(node, numpy, tail, pos, vals, kvals)
+        if tail in ("float32", "float64", "bfloat16", "float16") and numpy:
+            return dtype_val(Dt.FULL)
+        if tail in ("outer", "ger") and len(vals) >= 2 and not numpy:
+            return self._product_or_arith(node, "outer", vals[0], vals[1], frame, pos[:2]) or UNKNOWN
+        if tail == "einsum" and not numpy and pos:
+            spec = string_value(pos[0])
+            operands = vals[1:]
+            opnodes = pos[1:]
+            if len(operands) == 1 and isinstance(opnodes[0], (cst.Tuple, cst.List)):
+                opnodes = [el.value for el in opnodes[0].elements]
+                operands = [self._eval(o, frame) for o in opnodes]
+            if spec is not None and len(operands) == 2:
+                form = "einsum-sum" if _einsum_sums(spec) else "einsum"
+                result = self._product_or_arith(node, form, operands[0], operands[1], frame, opnodes)
+                if result is not None:
+                    return result
+            out = UNKNOWN
+            for v in operands:
+                out = v if out is UNKNOWN else self._arith(out, v, cst.Multiply(), node, frame)
+            return out
+        if tail in MATMUL_FUNCS and not numpy:
+            operands = vals[-2:] if tail in ("addmm", "baddbmm", "addbmm") else vals[:2]
+            opnodes = pos[-2:] if tail in ("addmm", "baddbmm", "addbmm") else pos[:2]
+            if len(operands) == 2:
+                result = self._product_or_arith(node, "matmul", operands[0], operands[1], frame, opnodes)
+                if result is not None:
+                    return result
+            return UNKNOWN
+        if tail in ("mul", "multiply") and len(vals) >= 2 and not numpy:
+            result = self._product_or_arith(node, "elementwise", vals[0], vals[1], frame, pos[:2])
+            return result or self._arith(vals[0], vals[1], cst.Multiply(), node, frame)
+        if tail in ("cos", "sin") and vals:
+            return self._trig(node, vals[0], frame, numpy)
+        if tail == "polar" and len(vals) >= 2:
+            self._trig(node, vals[1], frame, numpy)
+            return Val(frozenset({Role.COMPLEX}), Dt.FULL)
+        if tail in ("view_as_complex", "complex"):
+            return Val(frozenset({Role.COMPLEX}), Dt.FULL)
+        if tail in ("cat", "stack", "concat", "concatenate", "hstack", "vstack", "dstack"):
+            items = self._items_of(pos[0], frame) if pos else None
+            vals2 = list(items) if items else vals[:1]
+            out = UNKNOWN
+            for v in vals2:
+                out = v if out is UNKNOWN else join(out, v)
+            if numpy and out.roles:
+                out = out.evolve(dtype=Dt.FULL)
+            return out.evolve(last_is_one=False, second_last_is_one=False, param=None)
+        if tail in ("pow", "float_power") and len(vals) >= 2:
+            return self._power(node, vals[0], vals[1], frame)
+        if tail == "exp" and vals:
+            return self._exp(node, vals[0], frame)
+        if tail in ("log", "sqrt", "abs", "log2", "log10", "floor", "ceil") and qn.startswith("math."):
+            return Val(frozenset({Role.SCALAR}))
+        if tail in ("where", "lerp", "clamp", "clip", "maximum", "minimum"):
+            tensors = [v for v in vals if v.roles - {Role.SCALAR}]
+            out = UNKNOWN
+            for v in tensors:
+                out = v if out is UNKNOWN else join(out, v)
+            return out
+        if tail in ("from_numpy", "as_tensor", "tensor") and vals:
+            inner = vals[0]
+            dt = kvals.get("dtype")
+            if dt is not None and dt.has(Role.DTYPE):
+                return inner.evolve(dtype=dt.dtype, site=node if dt.dtype.can_be_16bit else None)
+            if tail == "from_numpy" or inner.dtype is Dt.FULL:
+                return inner.evolve(dtype=Dt.FULL if inner.roles else inner.dtype)
+            return inner
+        if tail == "get_default_dtype":
+            return dtype_val(Dt.RUNTIME, site=node)
+        if tail in ("ones_like", "zeros_like", "ones", "zeros", "empty", "full", "randn", "rand"):
+            return UNKNOWN
+        if tail in SHAPE_METHODS and vals:
+            return vals[0].evolve(last_is_one=False, second_last_is_one=False)
+        return UNKNOWN
+
+    def _state_read_template(self, template: str, node: cst.CSTNode, frame: Frame) -> Val:
+        if frame.cls is None:
+            return UNKNOWN
+        for cls in self._mro(frame.cls):
+            for key, entry in cls.state.items():
+                if key == template or re.fullmatch(re.escape(template).replace(r"\{\}", ".*"), key):
+                    return self._state_read(key, node, frame)
+        return UNKNOWN
+
+    def _arange(self, node: cst.Call, numpy: bool, tail: str, pos: list, vals: list[Val], kvals: dict[str, Val]) -> Val:
+        texts = [self.module.code_for_node(a) for a in pos]
+        step2 = len(texts) >= 3 and texts[2].strip() in ("2", "2.0", "2.")
+        stop = texts[1] if len(texts) >= 2 else (texts[0] if texts else "")
+        role = Role.ARANGE
+        if not step2 and POSITION_ARGS.search(stop) and not EXPONENT_ARGS.search(stop):
+            role = Role.POSITIONS
+        if numpy:
+            return Val(frozenset({role}), Dt.FULL, site=None)
+        dt = kvals.get("dtype")
+        if dt is not None and dt.has(Role.DTYPE):
+            dtype = dt.dtype
+            site = node if dtype.can_be_16bit else (node if dtype is Dt.INT else None)
+            return Val(frozenset({role}), dtype, site=site, literal=None)
+        if tail == "linspace" or any(isinstance(v.literal, float) for v in vals) or any(
+                isinstance(a, cst.Float) for a in pos):
+            return Val(frozenset({role}), Dt.RUNTIME, site=node)
+        return Val(frozenset({role}), Dt.INT, site=node)
+
+    def _method(self, node: cst.Call, method: str, receiver: Val, pos: list, kw: dict, frame: Frame) -> Val:
+        vals = [self._eval(a, frame) for a in pos]
+        kvals = {k: self._eval(v, frame) for k, v in kw.items()}
+        if method in ("float", "double"):
+            return receiver.evolve(dtype=Dt.FULL, site=None)
+        if method in ("half", "bfloat16"):
+            target = dtype_val(Dt.LOW)
+            self._cast(node, method, receiver, target, None, frame)
+            return receiver.evolve(dtype=Dt.LOW, site=node)
+        if method in ("long", "int"):
+            return receiver.evolve(dtype=Dt.INT, site=node)
+        if method in ("to", "type"):
+            target, target_node = None, None
+            if "dtype" in kvals:
+                target, target_node = kvals["dtype"], kw["dtype"]
+            else:
+                for v, n in zip(vals, pos):
+                    if v.has(Role.DTYPE):
+                        target, target_node = v, n
+            if method == "to" and target is None and vals and not vals[0].has(Role.DEVICE) \
+                    and (vals[0].has(Role.ACTIVATION) or (vals[0].roles and vals[0].dtype is not Dt.UNKNOWN
+                                                          and not vals[0].has(Role.SCALAR))):
+                # ``.to(other_tensor)`` takes that tensor's dtype.
+                target, target_node = dtype_val(vals[0].dtype, read=vals[0].read), pos[0]
+            if target is None or not target.has(Role.DTYPE):
+                return receiver
+            self._cast(node, method, receiver, target, target_node, frame)
+            return self._cast_result(node, receiver, target)
+        if method == "type_as" and vals:
+            other = vals[0]
+            dt = Dt.RUNTIME if other.read is not None and other.read.ref.follows_module_casts else other.dtype
+            target = dtype_val(dt, read=other.read).evolve(param=other.param)
+            self._cast(node, method, receiver, target, pos[0], frame)
+            return self._cast_result(node, receiver, target)
+        if method in ("cos", "sin"):
+            return self._trig(node, receiver, frame, False)
+        if method in ("outer", "ger") and vals:
+            return self._product_or_arith(node, "outer", receiver, vals[0], frame, [node.func.value, pos[0]]) or UNKNOWN  # type: ignore[attr-defined]
+        if method in ("mul", "multiply") and vals:
+            res = self._product_or_arith(node, "elementwise", receiver, vals[0], frame, [node.func.value, pos[0]])  # type: ignore[attr-defined]
+            return res or self._arith(receiver, vals[0], cst.Multiply(), node, frame)
+        if method in ("matmul", "mm", "bmm") and vals:
+            res = self._product_or_arith(node, "matmul", receiver, vals[0], frame, [node.func.value, pos[0]])  # type: ignore[attr-defined]
+            return res or UNKNOWN
+        if method in ("exp",):
+            return self._exp(node, receiver, frame)
+        if method == "pow" and vals:
+            return self._arith(receiver, vals[0], cst.Power(), node, frame)
+        if method in ("reciprocal",):
+            return receiver
+        if method in ("div", "true_divide", "divide") and vals:
+            return self._binary_vals(node, receiver, vals[0], cst.Divide(), frame)
+        if method in ("unsqueeze",) and pos:
+            text = self.module.code_for_node(pos[0]).strip()
+            return receiver.evolve(last_is_one=text == "-1", second_last_is_one=text == "-2", literal=None)
+        if method in ("expand", "view", "reshape", "repeat") and pos:
+            texts = [self.module.code_for_node(a).strip() for a in pos]
+            return receiver.evolve(last_is_one=texts[-1] == "1",
+                                   second_last_is_one=len(texts) >= 2 and texts[-2] == "1", literal=None)
+        if method in SHAPE_METHODS:
+            keep = method in ("contiguous", "clone", "detach", "cpu", "cuda", "requires_grad_")
+            if keep:
+                return receiver
+            return receiver.evolve(last_is_one=False, second_last_is_one=False, literal=None)
+        if method in ("item", "tolist", "numel", "size", "dim"):
+            return Val(frozenset({Role.SCALAR}))
+        if method in ("sum", "mean", "norm", "softmax", "masked_fill", "new_ones", "new_zeros"):
+            return UNKNOWN
+        return UNKNOWN
+
+    def _cast_result(self, node: cst.Call, receiver: Val, target: Val) -> Val:
+        dt = target.dtype
+        if dt is Dt.UNKNOWN:
+            return receiver.evolve(dtype=Dt.UNKNOWN, site=None)
+        return receiver.evolve(dtype=dt, site=node if dt is not Dt.FULL else None)
+
+    def _cast(self, node: cst.Call, method: str, receiver: Val, target: Val,
+              target_node: cst.BaseExpression | None, frame: Frame) -> None:
+        if receiver.roles & {Role.PHASE, Role.TABLE, Role.POSITIONS, Role.ARANGE, Role.INV_FREQ, Role.COMPLEX} \
+                or receiver.param is not None:
+            self.model.casts.append(Cast(node, method, receiver, target, target_node, frame.scope))
+
+    def _trig(self, node: cst.Call, arg: Val, frame: Frame, numpy: bool) -> Val:
+        if arg.param is not None and not arg.roles - {Role.POSITIONS}:
+            frame.trig_params.add(arg.param)
+        if arg.has(Role.PHASE) and not numpy:
+            self.model.trigs.append(Trig(node, arg, frame.scope))
+        if arg.param is not None:
+            frame.trig_params.add(arg.param)
+        roles = frozenset({Role.TABLE}) if arg.has(Role.PHASE) or arg.has(Role.INV_FREQ) else arg.roles
+        return arg.evolve(roles=roles, param=None, product=None)
+
+    # ------------------------------------------------------------- arithmetic
+    def _binary(self, node: cst.BinaryOperation, left: Val, right: Val, frame: Frame) -> Val:
+        return self._binary_vals(node, left, right, node.operator, frame)
+
+    def _binary_vals(self, node: cst.CSTNode, left: Val, right: Val, op: cst.CSTNode, frame: Frame) -> Val:
+        if isinstance(op, cst.MatrixMultiply):
+            return self._product_or_arith(node, "matmul", left, right, frame,
+                                          [node.left, node.right] if isinstance(node, cst.BinaryOperation) else []) \
+                or UNKNOWN
+        if isinstance(op, cst.Multiply):
+            res = self._product_or_arith(node, "elementwise", left, right, frame,
+                                         [node.left, node.right] if isinstance(node, cst.BinaryOperation) else [])
+            if res is not None:
+                return res
+        if isinstance(op, cst.Divide) and _is_positions(left) and right.has(Role.INV_FREQ) and not right.has(Role.PHASE):
+            res = self._product_or_arith(node, "elementwise", left, right, frame,
+                                         [node.left, node.right] if isinstance(node, cst.BinaryOperation) else [])
+            if res is not None:
+                return res
+        if isinstance(op, cst.Power):
+            return self._power(node, left, right, frame)
+        return self._arith(left, right, op, node, frame)
+
+    def _power(self, node: cst.CSTNode, base: Val, exponent: Val, frame: Frame) -> Val:
+        if exponent.has(Role.ARANGE) and exponent.scaled and not base.has(Role.ARANGE):
+            dt, site = exponent.dtype, exponent.site
+            if dt is Dt.INT:
+                dt = Dt.RUNTIME
+            val = Val(frozenset({Role.INV_FREQ}), dt, site=site if dt.can_be_16bit else None, read=exponent.read)
+            self.model.inv_freqs.append(InvFreqBuilt(node, val, frame.scope))
+            return val
+        return self._arith(base, exponent, cst.Power(), node, frame)
+
+    def _exp(self, node: cst.CSTNode, arg: Val, frame: Frame) -> Val:
+        if arg.has(Role.ARANGE) and arg.scaled:
+            dt = Dt.RUNTIME if arg.dtype is Dt.INT else arg.dtype
+            val = Val(frozenset({Role.INV_FREQ}), dt, site=arg.site if dt.can_be_16bit else None)
+            self.model.inv_freqs.append(InvFreqBuilt(node, val, frame.scope))
+            return val
+        return arg.evolve(literal=None)
+
+    def _arith(self, left: Val, right: Val, op: cst.CSTNode, node: cst.CSTNode, frame: Frame) -> Val:
+        if left is UNKNOWN and right is UNKNOWN:
+            return UNKNOWN
+        if left.has(Role.SCALAR) and right.has(Role.SCALAR):
+            return Val(frozenset({Role.SCALAR}))
+        roles = (left.roles | right.roles) - {Role.SCALAR, Role.DTYPE, Role.DEVICE, Role.ACTIVATION}
+        if Role.PHASE in roles:
+            roles = frozenset({Role.PHASE})
+        elif Role.INV_FREQ in roles:
+            roles = frozenset({Role.INV_FREQ})
+        elif Role.TABLE in roles:
+            roles = frozenset({Role.TABLE})
+        dtype, site = _promote(left, right)
+        true_div = isinstance(op, cst.Divide)
+        float_scalar = any(isinstance(v.literal, float) or (v.has(Role.SCALAR) and v.literal is None)
+                           for v in (left, right) if v.has(Role.SCALAR))
+        if dtype is Dt.INT and (true_div or float_scalar or isinstance(op, cst.Power)):
+            # An integer tensor divided, or scaled by a Python float, takes the default dtype.
+            dtype = Dt.RUNTIME
+        scaled = left.scaled or right.scaled
+        arange = left if left.has(Role.ARANGE) else right if right.has(Role.ARANGE) else None
+        other = right if arange is left else left
+        if arange is not None and isinstance(op, (cst.Divide, cst.Multiply, cst.FloorDivide)) \
+                and not other.has(Role.ARANGE):
+            scaled = True
+        read = left.read or right.read
+        return Val(frozenset(roles), dtype, site=site if dtype is not Dt.FULL else None, read=read, scaled=scaled,
+                   last_is_one=left.last_is_one or right.last_is_one,
+                   second_last_is_one=left.second_last_is_one or right.second_last_is_one,
+                   param=left.param or right.param if not roles else None)
+
+    def _product_or_arith(self, node: cst.CSTNode, form: str, a: Val, b: Val, frame: Frame,
+                          operand_nodes: list) -> Val | None:
+        """A product of positions and inverse frequencies forms the phase; anything else is None."""
+        freq, positions = None, None
+        if _is_freq(a) and _is_positions(b, loose=form != "elementwise"):
+            freq, positions = a, b
+        elif _is_freq(b) and _is_positions(a, loose=form != "elementwise"):
+            freq, positions = b, a
+        if freq is None or positions is None:
+            return None
+        guard = frame.guards[-1] if frame.guards else None
+        self.model.products.append(Product(node, form, freq, positions, guard, frame.scope,
+                                           tuple(operand_nodes), (a, b)))
+        if guard is not None and guard not in self.model.guards:
+            self.model.guards.append(guard)
+        dtype, site = _promote(a, b)
+        if {a.dtype, b.dtype} == {Dt.INT} or (Dt.INT in (a.dtype, b.dtype) and dtype is Dt.INT):
+            dtype = Dt.RUNTIME
+        return Val(frozenset({Role.PHASE}), dtype, site=site if dtype is not Dt.FULL else None,
+                   read=freq.read, product=node)
+
+
+def _is_freq(v: Val) -> bool:
+    return v.has(Role.INV_FREQ) and not v.has(Role.PHASE) and not v.has(Role.TABLE)
+
+
+def _is_positions(v: Val, loose: bool = False) -> bool:
+    if v.has(Role.INV_FREQ) or v.has(Role.PHASE) or v.has(Role.TABLE) or v.has(Role.SCALAR) or v.has(Role.DTYPE):
+        return False
+    if v.has(Role.POSITIONS):
+        return True
+    if v.has(Role.ARANGE):
+        return loose or not v.scaled
+    return loose and (v.param is not None or v is UNKNOWN or not v.roles) and not v.has(Role.ACTIVATION)
+
+
+def _einsum_sums(spec: str) -> bool:
+    spec = spec.replace(" ", "").replace("...", "")
+    if "->" in spec:
+        inputs, output = spec.split("->", 1)
+    else:
+        inputs = spec
+        letters = [c for c in inputs if c.isalpha()]
+        output = "".join(c for c in letters if letters.count(c) == 1)
+    in_letters = {c for c in inputs if c.isalpha()}
+    return any(c not in output for c in in_letters)
+
+
+def _walk_calls(node: cst.CSTNode):  # type: ignore[no-untyped-def]
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, cst.Call):
+            yield cur
+        stack.extend(cur.children)
+
+
+def analyse(module: cst.Module, imports: ImportTable) -> FileModel:
+    return Interpreter(module, imports).run()

@@ -1,0 +1,127 @@
+"""Abstract values: what the interpreter knows about an expression.
+
+Dtype facts are three-valued, as the rules need them: known full precision (float32/float64),
+known low precision or integer, or decided at run time (the module's dtype, an argument,
+``torch.get_default_dtype()``). Unknown is a fourth state that no rule acts on.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+
+import libcst as cst
+
+
+class Dt(enum.Enum):
+    FULL = "float32"  # float32 or float64: exact enough for positions up to 2**24
+    LOW = "16-bit"  # bfloat16 / float16
+    INT = "integer"
+    RUNTIME = "run-time"  # follows the module dtype, an argument or the default dtype
+    UNKNOWN = "unknown"
+
+    @property
+    def can_be_16bit(self) -> bool:
+        return self in (Dt.LOW, Dt.RUNTIME)
+
+
+class Role(enum.Enum):
+    INV_FREQ = "inverse frequencies"
+    ARANGE = "arange"  # a range not yet known to be positions or exponent
+    POSITIONS = "positions"
+    PHASE = "phase"
+    TABLE = "cos/sin table"
+    COMPLEX = "complex rotation"
+    ACTIVATION = "activation"
+    DTYPE = "dtype"
+    DEVICE = "device"
+    SCALAR = "scalar"
+
+
+class StateKind(enum.Enum):
+    BUFFER = "buffer"
+    PARAMETER = "Parameter"
+    ATTRIBUTE = "attribute"
+
+
+@dataclass(frozen=True)
+class StateRef:
+    """A tensor held on ``self``: where it was registered and how a module cast treats it."""
+
+    name: str  # attribute name; f-string names keep their static text with ``{}`` holes
+    kind: StateKind
+    node: cst.CSTNode  # the registering statement's call or assignment
+    persistent: bool = True
+
+    @property
+    def follows_module_casts(self) -> bool:
+        return self.kind in (StateKind.BUFFER, StateKind.PARAMETER)
+
+    def describe(self) -> str:
+        if self.kind is StateKind.BUFFER:
+            return "buffer" if self.persistent else "non-persistent buffer"
+        return self.kind.value
+
+
+@dataclass(frozen=True)
+class StateRead:
+    """Where a method read module state: the node a fix rewrites and a finding points at."""
+
+    ref: StateRef
+    node: cst.CSTNode
+
+
+@dataclass(frozen=True)
+class Val:
+    roles: frozenset[Role] = frozenset()
+    dtype: Dt = Dt.UNKNOWN
+    # The node that left ``dtype`` open or low (an arange without float dtype, a cast), if any.
+    site: cst.CSTNode | None = None
+    # Module state this value was read from, through any chain of dtype/shape operations.
+    read: StateRead | None = None
+    # Arange-derived and divided or scaled: the exponent of an inverse-frequency construction.
+    scaled: bool = False
+    # Shape facts for the matmul -> broadcast rewrite: [..., n, 1] and [..., 1, m].
+    last_is_one: bool = False
+    second_last_is_one: bool = False
+    # For function summaries: the parameter this value is (or is derived from by shape ops).
+    param: str | None = None
+    # Set on a phase: the product that formed it.
+    product: cst.CSTNode | None = None
+    literal: object = None
+
+    def has(self, role: Role) -> bool:
+        return role in self.roles
+
+    def with_roles(self, *roles: Role) -> "Val":
+        return replace(self, roles=frozenset(roles))
+
+    def evolve(self, **changes: object) -> "Val":
+        return replace(self, **changes)
+
+
+UNKNOWN = Val()
+
+
+def dtype_val(dt: Dt, site: cst.CSTNode | None = None, read: StateRead | None = None) -> Val:
+    return Val(roles=frozenset({Role.DTYPE}), dtype=dt, site=site, read=read)
+
+
+def join(a: Val, b: Val) -> Val:
+    """Merge two branches: keep what either knows, prefer the riskier dtype."""
+    if a is b:
+        return a
+    order = [Dt.LOW, Dt.RUNTIME, Dt.INT, Dt.FULL, Dt.UNKNOWN]
+    dtype = min(a.dtype, b.dtype, key=order.index)
+    site = a.site if a.dtype is dtype else b.site
+    return Val(
+        roles=a.roles | b.roles,
+        dtype=dtype,
+        site=site,
+        read=a.read or b.read,
+        scaled=a.scaled or b.scaled,
+        last_is_one=a.last_is_one and b.last_is_one,
+        second_last_is_one=a.second_last_is_one and b.second_last_is_one,
+        param=a.param if a.param == b.param else None,
+        product=a.product or b.product,
+    )

@@ -1,0 +1,1 @@
+"""Output formats: text for people, JSON and SARIF for machines."""

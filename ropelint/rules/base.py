@@ -1,0 +1,69 @@
+"""The rule interface: a small class with a code, a name and a ``check`` that reports findings.
+
+The engine owns traversal (the RoPE model), suppression, positions and fix application; a rule
+only reads the model and calls ``ctx.report``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar, Literal
+
+import libcst as cst
+
+from ..diagnostics import AddImport, Finding, FixPlan, NodeEdit
+from ..imports import ImportTable
+from ..model.events import Scope
+from ..model.interpreter import FileModel
+
+FixAvailability = Literal["always", "sometimes", "none"]
+
+
+@dataclass
+class RuleContext:
+    module: cst.Module
+    model: FileModel
+    imports: ImportTable
+    line_of: Callable[[cst.CSTNode], int]
+    start_of: Callable[[cst.CSTNode], tuple[int, int]]
+    findings: list[Finding] = field(default_factory=list)
+    _seen: set[tuple[str, int]] = field(default_factory=set)
+
+    def report(self, code: str, node: cst.CSTNode, message: str, scope: Scope | None,
+               fix: FixPlan | None = None) -> None:
+        key = (code, id(node))
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.findings.append(Finding(code, node, message, scope.symbol if scope else "", fix))
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+    def torch_name(self) -> tuple[str, tuple[NodeEdit, ...]]:
+        """The local name of the torch module, and the import edit a fix needs when there is none."""
+        alias = self.imports.alias_for("torch")
+        if alias is not None:
+            return alias, ()
+        return "torch", (AddImport("import torch"),)
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    default_enabled: ClassVar[bool] = True
+    fix_availability: ClassVar[FixAvailability] = "none"
+
+    def check(self, ctx: RuleContext) -> None:
+        raise NotImplementedError
+
+
+def is_atom(node: cst.BaseExpression) -> bool:
+    """Safe to append ``.attr`` without parentheses."""
+    return isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or bool(getattr(node, "lpar", ()))
+
+
+def as_float32(ctx: RuleContext, node: cst.BaseExpression) -> str:
+    text = ctx.code(node)
+    return f"{text}.float()" if is_atom(node) else f"({text}).float()"

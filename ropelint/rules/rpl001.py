@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from ..diagnostics import FixPlan, Replace
+from ..model.values import Dt, Role
+from .base import Rule, RuleContext
+
+
+class IntegerTableCast(Rule):
+    code = "RPL001"
+    name = "rope-integer-table-cast"
+    summary = "cos/sin tables or the phase cast to an integer tensor's dtype"
+    fix_availability = "always"
+
+    def check(self, ctx: RuleContext) -> None:
+        for cast in ctx.model.casts:
+            if cast.target.dtype is not Dt.INT or not (cast.receiver.has(Role.TABLE) or cast.receiver.has(Role.PHASE)):
+                continue
+            what = "phase" if cast.receiver.has(Role.PHASE) else "cos/sin table"
+            target = ctx.code(cast.target_expr) if cast.target_expr is not None else "an integer dtype"
+            message = (f"{what} cast to the dtype of `{target}`, an integer tensor: values truncate toward zero "
+                       f"(cos becomes 0/1, sin all 0)")
+            ctx.report(self.code, cast.node, message, cast.scope, self._fix(ctx, cast))
+
+    def _fix(self, ctx: RuleContext, cast) -> FixPlan:  # type: ignore[no-untyped-def]
+        act = cast.scope.activation
+        if act is not None and cast.target_expr is not None:
+            replacement = act if cast.method == "type_as" else f"{act}.dtype"
+            return FixPlan("safe", f"cast to `{replacement}` (the activation dtype) instead",
+                           (Replace(cast.target_expr, replacement),))
+        receiver = cast.node.func.value if isinstance(cast.node.func, cst.Attribute) else cast.node
+        return FixPlan("safe", "keep the table in float32 (drop the integer cast)",
+                       (Replace(cast.node, ctx.code(receiver)),))

@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+from .base import Rule, RuleContext
+from .casts import float32_fix
+
+
+class LowPrecisionInvFreq(Rule):
+    code = "RPL006"
+    name = "rope-low-precision-inv-freq"
+    summary = "inverse frequencies built in a dtype that can be 16-bit (including the default dtype)"
+    fix_availability = "always"
+
+    def check(self, ctx: RuleContext) -> None:
+        for built in ctx.model.inv_freqs:
+            val = built.val
+            if not val.dtype.can_be_16bit or val.site is None or val.read is not None:
+                continue
+            message = ("inverse frequencies built from a tensor whose dtype is not fixed to float32: an integer "
+                       "arange divided (or a float arange) takes `torch.get_default_dtype()`, which is bfloat16 "
+                       "while many frameworks build models")
+            ctx.report(self.code, val.site, message, built.scope, float32_fix(ctx, val.site, "inverse frequencies"))

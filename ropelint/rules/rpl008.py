@@ -1,0 +1,17 @@
+from __future__ import annotations
+
+from ..model.values import Role, StateKind
+from .base import Rule, RuleContext
+
+
+class ComplexBuffer(Rule):
+    code = "RPL008"
+    name = "rope-complex-buffer"
+    summary = "a complex rotation table (freqs_cis) registered as a buffer"
+
+    def check(self, ctx: RuleContext) -> None:
+        for reg in ctx.model.registrations:
+            if reg.ref.kind is StateKind.BUFFER and reg.value.has(Role.COMPLEX):
+                message = (f"complex `{reg.ref.name}` registered as a buffer: `module.to(torch.bfloat16)` turns it "
+                           f"into a real tensor and drops the imaginary part (only a warning is printed)")
+                ctx.report(self.code, reg.node, message, reg.scope)

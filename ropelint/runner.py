@@ -1,0 +1,90 @@
+"""Checking many files: read and prefilter in the main process, parse cache misses in parallel."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import segments
+from .cache import Cache, content_key
+from .config import Settings
+from .diagnostics import FileError
+from .engine import FileResult, check_text, prefilter_enabled
+from .source import SourceError, SourceFile, read_source
+
+# Below this many files to parse, a process pool costs more than it saves.
+POOL_THRESHOLD = 6
+
+
+def default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Task:
+    display: str
+    text: str
+    newline: str
+    codes: frozenset[str]
+
+
+def _run_task(task: Task) -> FileResult:
+    return check_text(task.display, task.text, task.codes, newline=task.newline)
+
+
+def _display(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)
+
+
+def check_paths(files: list[Path], settings: Settings, *, jobs: int | None = None,
+                cache: Cache | None = None) -> tuple[list[FileResult], dict[str, SourceFile]]:
+    results: dict[int, FileResult] = {}
+    sources: dict[str, SourceFile] = {}
+    pending: list[tuple[int, Task, str]] = []
+    use_prefilter = prefilter_enabled()
+    for index, path in enumerate(files):
+        display = _display(path)
+        try:
+            source = read_source(path)
+        except SourceError as exc:
+            results[index] = FileResult(display, error=FileError(display, exc.line, exc.column, str(exc)))
+            continue
+        if use_prefilter and not segments.file_may_hold_rope(source.text):
+            results[index] = FileResult(display)
+            continue
+        sources[display] = source
+        codes = settings.codes_for(path)
+        key = ""
+        if cache is not None:
+            key = content_key(source.text) + ":" + ",".join(sorted(codes))
+            hit = cache.get(key, display)
+            if hit is not None:
+                results[index] = hit
+                continue
+        pending.append((index, Task(display, source.text, source.newline, codes), key))
+    jobs = jobs or default_jobs()
+    if jobs > 1 and len(pending) >= POOL_THRESHOLD:
+        context = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+        with ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=context) as pool:
+            chunk = max(1, len(pending) // (jobs * 8))
+            done = list(pool.map(_run_task, [task for _, task, _ in pending], chunksize=chunk))
+    else:
+        done = [_run_task(task) for _, task, _ in pending]
+    for (index, _, key), result in zip(pending, done):
+        results[index] = result
+        if cache is not None and result.parsed:
+            cache.put(key, result)
+    if cache is not None:
+        cache.save()
+    ordered = [results[i] for i in sorted(results)]
+    ordered.sort(key=lambda r: r.path)
+    return ordered, sources

@@ -1,0 +1,155 @@
+"""Float32 rotary tables that survive module casts, autocast, export and meta loading.
+
+This file imports only ``torch`` and the standard library (nothing from ``ropelint``), so it
+can be copied into a project as a single vendored file. Code rewritten by ``ropelint fix``
+calls these functions from ``forward``.
+
+Why the functions look the way they do:
+
+* Inverse frequencies are rebuilt in float32 on every call instead of being read from a
+  buffer. A floating buffer is converted by ``module.to(torch.bfloat16)``/``.half()``, and
+  ``.float()`` afterwards restores the dtype, never the lost digits. A non-persistent buffer
+  is also left unfilled when a model is built on the meta device and loaded with
+  ``to_empty`` + ``load_state_dict``.
+* The phase is an elementwise (broadcast) product of float32 tensors. Autocast leaves
+  elementwise multiplication alone but runs matmul, ``bmm`` and summing ``einsum`` in 16
+  bits, so no autocast guard is needed (and none is used: a guard becomes a graph node
+  under ``torch.export`` and fails on the meta device).
+* The cast to a low-precision dtype happens once, after cos/sin, so the angle never passes
+  through 16 bits.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Literal
+
+import torch
+
+__all__ = [
+    "Layout",
+    "cos_sin",
+    "freqs_cis",
+    "inv_freq",
+    "inv_freq_from",
+    "phase",
+    "rotary_cos_sin",
+]
+
+Layout = Literal["half", "interleaved"]
+
+DeviceLike = torch.device | str | int | None
+
+# Dtypes that cannot hold the inverse frequencies without visible phase error.
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def inv_freq(dim: int, base: float, *, device: DeviceLike = None) -> torch.Tensor:
+    """Return the ``dim // 2`` float32 inverse frequencies ``base ** (-2i / dim)``.
+
+    Built on ``device`` (pass the positions' device) with an explicit float32 ``arange``,
+    so neither ``torch.get_default_dtype()`` nor a module cast can change the result.
+    """
+    if dim <= 0 or dim % 2:
+        raise ValueError(f"rotary dim must be a positive even number, got {dim}")
+    exponents = torch.arange(0, dim, 2, dtype=torch.float32, device=device) / dim
+    return 1.0 / (base**exponents)
+
+
+def inv_freq_from(
+    builder: Callable[[DeviceLike], torch.Tensor], *, device: DeviceLike
+) -> torch.Tensor:
+    """Call ``builder(device)`` for scaled variants (linear, NTK, YaRN, llama3, ...).
+
+    The builder must compute in float32 (or float64). A float64 result is rounded to
+    float32 once; a 16-bit result is rejected, because casting it up would hide digits that
+    are already gone.
+    """
+    freqs = builder(device)
+    if not isinstance(freqs, torch.Tensor):
+        raise TypeError(f"inverse-frequency builder returned {type(freqs).__name__}, not a tensor")
+    if freqs.dtype in _LOW_PRECISION:
+        raise TypeError(
+            f"inverse-frequency builder returned {freqs.dtype}; build it in float32 "
+            "(casting up afterwards does not restore the lost digits)"
+        )
+    if not freqs.is_floating_point():
+        raise TypeError(f"inverse-frequency builder returned {freqs.dtype}, expected float32")
+    if device is not None:
+        freqs = freqs.to(device=device)
+    return freqs.to(torch.float32)
+
+
+def phase(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+    """Return the float32 angles ``positions[..., None] * inv_freq``.
+
+    ``positions`` has any leading batch shape ``[..., S]`` (integer or float32); the result
+    has shape ``[..., S, dim // 2]``. Integer positions are exact in float32 up to 2**24.
+    The product is elementwise on purpose: a matmul here would run in 16 bits under autocast.
+    """
+    return positions.to(torch.float32)[..., None] * inv_freq.to(torch.float32)
+
+
+def cos_sin(
+    phase: torch.Tensor,
+    *,
+    attention_scaling: float = 1.0,
+    layout: Layout = "half",
+    dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return ``(cos, sin)`` of ``phase``, widened to the full rotary dim.
+
+    ``layout="half"`` repeats the table as ``cat((f, f), -1)`` (rotate-half models such as
+    Llama); ``layout="interleaved"`` repeats each frequency twice in place (GPT-J style).
+    ``attention_scaling`` multiplies both tables (YaRN, LongRoPE). ``dtype`` is applied
+    last, after the trigonometry, and only if given.
+    """
+    angles = phase.to(torch.float32)
+    # Trig on the half-width angles, then widen: same values, half the cos/sin work.
+    cos = angles.cos()
+    sin = angles.sin()
+    if layout == "half":
+        cos = torch.cat((cos, cos), dim=-1)
+        sin = torch.cat((sin, sin), dim=-1)
+    elif layout == "interleaved":
+        cos = cos.repeat_interleave(2, dim=-1)
+        sin = sin.repeat_interleave(2, dim=-1)
+    else:
+        raise ValueError(f"layout must be 'half' or 'interleaved', got {layout!r}")
+    if attention_scaling != 1.0:
+        cos = cos * attention_scaling
+        sin = sin * attention_scaling
+    if dtype is not None:
+        cos = cos.to(dtype)
+        sin = sin.to(dtype)
+    return cos, sin
+
+
+def freqs_cis(phase: torch.Tensor) -> torch.Tensor:
+    """Return ``exp(i * phase)`` as complex64, for code that rotates with complex numbers.
+
+    Keep the result as a plain attribute or recompute it: a complex buffer loses its
+    imaginary part under ``module.to(torch.bfloat16)``.
+    """
+    angles = phase.to(torch.float32)
+    return torch.polar(torch.ones_like(angles), angles)
+
+
+def rotary_cos_sin(
+    positions: torch.Tensor,
+    dim: int,
+    base: float,
+    *,
+    device: DeviceLike = None,
+    dtype: torch.dtype | None = None,
+    attention_scaling: float = 1.0,
+    layout: Layout = "half",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One call from positions to ``(cos, sin)`` of shape ``[..., S, dim]``.
+
+    ``device`` defaults to the positions' device. ``dtype`` (for example the query dtype)
+    is applied after cos/sin; leave it ``None`` to keep float32.
+    """
+    target = positions.device if device is None else device
+    freqs = inv_freq(dim, base, device=target)
+    angles = phase(positions.to(device=target), freqs)
+    return cos_sin(angles, attention_scaling=attention_scaling, layout=layout, dtype=dtype)

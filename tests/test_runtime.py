@@ -1,0 +1,332 @@
+"""Behaviour of ropelint/runtime.py, the helper that fixed code calls.
+
+Every value check compares with a float64 reference using the per-position tolerance from
+ROPE_NOTES: ``2 * (pos + 1) * 2**-24 + 2**-23`` for float32 output. A correct float32
+implementation measures about 1.34 * (pos + 1) * 2**-24, and each broken shape misses by
+orders of magnitude, so the checks below can fail.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from ropelint import runtime  # noqa: E402
+from ropelint.runtime import cos_sin, inv_freq, inv_freq_from, phase, rotary_cos_sin  # noqa: E402
+
+PAIRS = [(64, 1e4), (128, 5e5)]
+# Dense to 32769 (bfloat16 and float16 break well before), plus the far end near 2**17.
+POSITIONS = torch.cat([torch.arange(0, 32770), torch.arange(131070, 131074)])
+
+
+def reference_phase(positions: torch.Tensor, dim: int, base: float) -> torch.Tensor:
+    exponents = torch.arange(0, dim, 2, dtype=torch.float64) / dim
+    return positions.to(torch.float64)[..., None] * (1.0 / base**exponents)
+
+
+def float32_tolerance(positions: torch.Tensor) -> torch.Tensor:
+    """Per-position tolerance for float32 output, shape [S, 1] for broadcasting."""
+    pos = positions.to(torch.float64)
+    return (2.0 * (pos + 1.0) * 2.0**-24 + 2.0**-23)[..., None]
+
+
+def worst_ratio(
+    cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor, dim: int, base: float
+) -> float:
+    """Largest error/tolerance over the table; below 1 passes. Expects half layout [S, dim]."""
+    ref = reference_phase(positions, dim, base)
+    ref = torch.cat((ref, ref), dim=-1)
+    err = torch.maximum(
+        (cos.to(torch.float64) - ref.cos()).abs(), (sin.to(torch.float64) - ref.sin()).abs()
+    )
+    return float((err / float32_tolerance(positions)).max())
+
+
+# --- values -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dim,base", PAIRS)
+def test_values_match_float64_reference(dim: int, base: float) -> None:
+    cos, sin = rotary_cos_sin(POSITIONS, dim, base)
+    assert cos.dtype == sin.dtype == torch.float32
+    assert cos.shape == (POSITIONS.numel(), dim)
+    assert worst_ratio(cos, sin, POSITIONS, dim, base) < 1.0
+
+
+@pytest.mark.parametrize("autocast_dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("dim,base", PAIRS)
+def test_autocast_keeps_float32(dim: int, base: float, autocast_dtype: torch.dtype) -> None:
+    with torch.autocast("cpu", dtype=autocast_dtype):
+        freqs = inv_freq(dim, base)
+        angles = phase(POSITIONS, freqs)
+        cos, sin = cos_sin(angles)
+    assert freqs.dtype == angles.dtype == cos.dtype == sin.dtype == torch.float32
+    assert worst_ratio(cos, sin, POSITIONS, dim, base) < 1.0
+
+
+def test_tolerance_catches_a_matmul_phase_under_autocast() -> None:
+    """The check above has teeth: the 4.40-era matmul phase under autocast fails it."""
+    dim, base = 128, 5e5
+    freqs = inv_freq(dim, base)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        bad = (freqs[:, None] @ POSITIONS[None, :].float()).transpose(0, 1).float()
+    cos, sin = cos_sin(bad)
+    assert worst_ratio(cos, sin, POSITIONS, dim, base) > 100.0
+
+
+def test_inv_freq_is_float32_on_requested_device_whatever_the_default_dtype() -> None:
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        freqs = inv_freq(128, 5e5, device="meta")
+    finally:
+        torch.set_default_dtype(previous)
+    assert freqs.dtype == torch.float32
+    assert freqs.device.type == "meta"
+    assert freqs.shape == (64,)
+
+
+def test_inv_freq_values() -> None:
+    freqs = inv_freq(128, 5e5)
+    expected = 1.0 / 5e5 ** (torch.arange(0, 128, 2, dtype=torch.float64) / 128)
+    rel = ((freqs.double() - expected) / expected).abs().max()
+    assert freqs[0] == 1.0
+    assert rel < 4 * 2.0**-24
+
+
+@pytest.mark.parametrize("dim", [0, 7, -2])
+def test_inv_freq_rejects_odd_or_empty_dim(dim: int) -> None:
+    with pytest.raises(ValueError):
+        inv_freq(dim, 1e4)
+
+
+def test_phase_keeps_leading_batch_shape() -> None:
+    positions = torch.tensor([[0, 1, 2], [5, 6, 7]])
+    freqs = inv_freq(8, 1e4)
+    angles = phase(positions, freqs)
+    assert angles.shape == (2, 3, 4)
+    assert angles.dtype == torch.float32
+    assert torch.equal(angles[1, 2], 7.0 * freqs)
+
+
+def test_layouts() -> None:
+    angles = phase(torch.arange(5), inv_freq(8, 1e4))
+    cos_h, sin_h = cos_sin(angles, layout="half")
+    cos_i, sin_i = cos_sin(angles, layout="interleaved")
+    assert torch.equal(cos_h[:, :4], cos_h[:, 4:])
+    assert torch.equal(sin_i[:, 0::2], sin_i[:, 1::2])
+    assert torch.equal(cos_h[:, :4], cos_i[:, 0::2])
+    assert torch.equal(sin_h[:, :4], angles.sin())
+    with pytest.raises(ValueError):
+        cos_sin(angles, layout="rotate")  # type: ignore[arg-type]
+
+
+def test_dtype_is_applied_last_and_scaling_multiplies() -> None:
+    angles = phase(torch.arange(40000), inv_freq(64, 1e4))
+    cos32, sin32 = cos_sin(angles, attention_scaling=0.5)
+    cos16, sin16 = cos_sin(angles, attention_scaling=0.5, dtype=torch.bfloat16)
+    assert cos16.dtype == torch.bfloat16
+    # Rounding once at the end: bit-identical to casting the float32 result.
+    assert torch.equal(cos16, cos32.to(torch.bfloat16))
+    assert torch.equal(sin16, sin32.to(torch.bfloat16))
+    plain, _ = cos_sin(angles)
+    assert torch.allclose(cos32, 0.5 * plain, rtol=0, atol=1e-7)
+
+
+def test_inv_freq_from_accepts_float32_and_float64_rejects_16_bit() -> None:
+    def scaled(device: object) -> torch.Tensor:
+        return inv_freq(64, 1e4, device=device) / 4.0  # linear scaling
+
+    got = inv_freq_from(scaled, device="cpu")
+    assert got.dtype == torch.float32
+    assert torch.equal(got, inv_freq(64, 1e4) / 4.0)
+
+    as64 = inv_freq_from(lambda device: torch.ones(4, dtype=torch.float64) / 3, device=None)
+    assert as64.dtype == torch.float32
+
+    with pytest.raises(TypeError, match="bfloat16"):
+        inv_freq_from(lambda device: torch.ones(4, dtype=torch.bfloat16), device=None)
+    with pytest.raises(TypeError):
+        inv_freq_from(lambda device: torch.arange(4), device=None)
+
+
+def test_freqs_cis_is_complex64_on_the_unit_circle() -> None:
+    angles = phase(POSITIONS, inv_freq(128, 5e5))
+    rot = runtime.freqs_cis(angles)
+    assert rot.dtype == torch.complex64
+    ref = reference_phase(POSITIONS, 128, 5e5)
+    err = torch.maximum(
+        (rot.real.double() - ref.cos()).abs(), (rot.imag.double() - ref.sin()).abs()
+    )
+    assert float((err / float32_tolerance(POSITIONS)).max()) < 1.0
+
+
+def test_runtime_imports_only_torch_and_stdlib() -> None:
+    """The file is vendored on its own: no ropelint imports, no autocast, no matmul."""
+    source = Path(runtime.__file__).read_text()
+    tree = ast.parse(source)
+    imported: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+        assert not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult))
+        name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
+        assert name not in {"autocast", "matmul", "einsum", "bmm", "mm", "outer", "tensordot"}
+    assert imported <= {"__future__", "typing", "torch"}
+
+
+# --- modules using the helper: export, compile, meta -----------------------------------
+
+
+class HelperRotary(nn.Module):
+    """Minimal rotary module built on the helper: tables in the activation dtype."""
+
+    def __init__(self, dim: int, base: float) -> None:
+        super().__init__()
+        self.dim = dim
+        self.base = base
+
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return rotary_cos_sin(position_ids, self.dim, self.base, dtype=x.dtype)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+class TinyQuery(nn.Module):
+    """A query projection followed by rotary: has real state to load, plus the helper."""
+
+    def __init__(self, hidden: int = 32, heads: int = 2, base: float = 5e5) -> None:
+        super().__init__()
+        self.heads = heads
+        self.head_dim = hidden // heads
+        self.base = base
+        self.q_proj = nn.Linear(hidden, hidden, bias=False)
+
+    def forward(self, hidden: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+        batch, seq, _ = hidden.shape
+        q = self.q_proj(hidden).view(batch, seq, self.heads, self.head_dim).transpose(1, 2)
+        cos, sin = rotary_cos_sin(position_ids, self.head_dim, self.base, dtype=q.dtype)
+        cos, sin = cos[:, None], sin[:, None]
+        return q * cos + rotate_half(q) * sin
+
+
+class BufferQuery(TinyQuery):
+    """The pre-fix shape: non-persistent inv_freq buffer (used to show the meta test bites)."""
+
+    def __init__(self, hidden: int = 32, heads: int = 2, base: float = 5e5) -> None:
+        super().__init__(hidden, heads, base)
+        self.register_buffer("inv_freq", inv_freq(self.head_dim, base), persistent=False)
+
+    def forward(self, hidden: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+        batch, seq, _ = hidden.shape
+        q = self.q_proj(hidden).view(batch, seq, self.heads, self.head_dim).transpose(1, 2)
+        cos, sin = cos_sin(phase(position_ids, self.inv_freq), dtype=q.dtype)
+        cos, sin = cos[:, None], sin[:, None]
+        return q * cos + rotate_half(q) * sin
+
+
+def test_export_with_dynamic_sequence_length() -> None:
+    module = HelperRotary(128, 5e5)
+    seq = torch.export.Dim("seq", min=2, max=1 << 18)
+    x = torch.zeros(1, 16, 128)
+    positions = torch.arange(16)[None]
+    program = torch.export.export(
+        module, (x, positions), dynamic_shapes={"x": {1: seq}, "position_ids": {1: seq}}
+    )
+    code = program.graph_module.code
+    assert "autocast" not in code
+    assert len(program.constants) == 0  # nothing precomputed was baked in
+    # Run at a length the trace never saw, including the far positions.
+    long_positions = torch.cat([torch.arange(0, 4096), torch.arange(131070, 131074)])[None]
+    long_x = torch.zeros(1, long_positions.shape[1], 128)
+    got_cos, got_sin = program.module()(long_x, long_positions)
+    want_cos, want_sin = module(long_x, long_positions)
+    assert got_cos.shape == (1, long_positions.shape[1], 128)
+    assert torch.allclose(got_cos, want_cos, rtol=0, atol=1e-6)
+    assert torch.allclose(got_sin, want_sin, rtol=0, atol=1e-6)
+    assert worst_ratio(got_cos[0], got_sin[0], long_positions[0], 128, 5e5) < 1.0
+
+
+def _compile_unavailable() -> str | None:
+    if os.environ.get("ROPELINT_SKIP_COMPILE"):
+        return "ROPELINT_SKIP_COMPILE is set"
+    if not hasattr(torch, "compile"):
+        return "torch.compile is missing"
+    if not (shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")):
+        return "inductor needs a C compiler"
+    return None
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(_compile_unavailable() is not None, reason=str(_compile_unavailable()))
+def test_compile_fullgraph_matches_eager() -> None:
+    """Cold inductor compile of this graph took ~15 s on a 2-core CPU, ~6 s warm."""
+    torch._dynamo.reset()
+    module = HelperRotary(64, 1e4)
+    compiled = torch.compile(module, fullgraph=True, dynamic=False)
+    positions = torch.cat([torch.arange(0, 1024), torch.arange(131070, 131074)])[None]
+    x = torch.zeros(1, positions.shape[1], 64)
+    got_cos, got_sin = compiled(x, positions)
+    want_cos, want_sin = module(x, positions)
+    # Notes measured 1.2e-7; inductor may fuse and reorder, 1e-6 leaves room, 1e-3 would not.
+    assert float((got_cos - want_cos).abs().max()) <= 1e-6
+    assert float((got_sin - want_sin).abs().max()) <= 1e-6
+    assert worst_ratio(got_cos[0], got_sin[0], positions[0], 64, 1e4) < 1.0
+
+
+def test_meta_forward_builds_shapes() -> None:
+    with torch.device("meta"):
+        module = TinyQuery()
+        hidden = torch.empty(2, 7, 32)
+        positions = torch.arange(7).expand(2, 7)
+    out = module(hidden, positions)
+    assert out.device.type == "meta"
+    assert out.shape == (2, 2, 7, 16)
+
+
+def _load_through_meta(cls: type[TinyQuery], reference: TinyQuery) -> TinyQuery:
+    with torch.device("meta"):
+        module = cls()
+    module = module.to_empty(device="cpu")
+    # to_empty leaves memory uninitialised; poison it so anything load_state_dict
+    # does not restore is visibly wrong instead of wrong only by chance.
+    with torch.no_grad():
+        for tensor in [*module.parameters(), *module.buffers()]:
+            tensor.fill_(float("nan"))
+    module.load_state_dict(reference.state_dict())
+    return module
+
+
+def test_meta_to_empty_load_state_dict_gives_correct_values() -> None:
+    torch.manual_seed(0)
+    reference = TinyQuery()
+    loaded = _load_through_meta(TinyQuery, reference)
+    positions = torch.cat([torch.arange(0, 64), torch.arange(131070, 131074)])[None]
+    hidden = torch.randn(1, positions.shape[1], 32)
+    got = loaded(hidden, positions)
+    assert torch.isfinite(got).all()
+    assert torch.equal(got, reference(hidden, positions))
+    # And the rotation itself is right: rotary preserves the norm of each head vector.
+    q = reference.q_proj(hidden).view(1, -1, 2, 16).transpose(1, 2)
+    assert torch.allclose(got.norm(dim=-1), q.norm(dim=-1), rtol=1e-5, atol=1e-6)
+
+
+def test_meta_load_check_catches_an_unsaved_buffer() -> None:
+    torch.manual_seed(0)
+    reference = BufferQuery()
+    loaded = _load_through_meta(BufferQuery, reference)
+    positions = torch.arange(8)[None]
+    out = loaded(torch.randn(1, 8, 32), positions)
+    assert not torch.isfinite(out).all()
