@@ -65,6 +65,7 @@ def changed_files(original: Path, copy: Path) -> set[str]:
 def fresh_copy(src: Path, dst: Path) -> Path:
     shutil.rmtree(dst, ignore_errors=True)
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".unpacked-ok"))
+    common.isolate_tree(dst)
     return dst
 
 

@@ -9,6 +9,8 @@ Downloads
     the sha256 if one is pinned, and unpacks the wheel into
     ``<work>/trees/NAME-VERSION`` (once).  ``<work>`` is ``benchmarks/.work``
     (git-ignored by ``benchmarks/.gitignore``) or whatever ``--work-dir`` says.
+    The tree gets an empty ``pyproject.toml`` so that the configuration of the
+    checkout around it does not apply (ruff is run with ``--isolated``).
 
 Timing and memory
     ``run_timed(cmd)`` runs the command under a tiny Python launcher
@@ -142,17 +144,35 @@ def download_wheel(
     return wheel
 
 
+ISOLATING_PYPROJECT = """\
+# Written by benchmarks/common.py, not part of the wheel.  ropelint takes its
+# settings (and its project root) from the nearest pyproject.toml; without this
+# file that would be the pyproject.toml of the checkout the tree is unpacked in,
+# and its [tool.ropelint] excludes or ignores would change what gets checked.
+"""
+
+
+def isolate_tree(root: Path) -> None:
+    """Make ``root`` its own project: an empty pyproject.toml, unless it has one."""
+    pyproject = Path(root) / "pyproject.toml"
+    if not pyproject.exists():
+        pyproject.write_text(ISOLATING_PYPROJECT)
+
+
 def unpack_wheel(wheel: Path, dest: Path) -> Path:
-    """Unpack ``wheel`` into ``dest`` once; a marker file records completion."""
+    """Unpack ``wheel`` into ``dest`` once (a marker file records completion)
+    and make it its own project root (``isolate_tree``)."""
     dest = Path(dest)
     marker = dest / ".unpacked-ok"
     if marker.exists():
+        isolate_tree(dest)
         return dest
     if dest.exists():
         shutil.rmtree(dest)  # half-unpacked from an interrupted run
     dest.mkdir(parents=True)
     with zipfile.ZipFile(wheel) as z:
         z.extractall(dest)
+    isolate_tree(dest)
     marker.write_text(wheel.name + "\n")
     return dest
 

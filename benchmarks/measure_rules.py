@@ -190,6 +190,17 @@ def measure_rpl002() -> None:
     cos, _ = RecomputeRope(128, 500000.0).bfloat16().float()(x32, positions[None])
     record("RPL002", "recompute_bfloat16_then_float_cos_max_err_0_32769", sig(max_err(cos[0], ref), 2))
 
+    try:
+        from ropelint.runtime import inv_freq as runtime_inv_freq
+    except ImportError:
+        record("RPL002", "runtime_inv_freq_equals_float32_buffer", "ropelint.runtime not importable")
+    else:
+        same = all(
+            torch.equal(runtime_inv_freq(d, b), BufferRope(d, b).inv_freq)
+            for d, b in ((64, 10000.0), (128, 10000.0), (128, 500000.0))
+        )
+        record("RPL002", "runtime_inv_freq_equals_float32_buffer", same)
+
     section("RPL002", "meta-device construction, to_empty, load_state_dict(strict=True), forward")
     src = BufferRope(128, 500000.0, persistent=False)
     record("RPL002", "non_persistent_buffer_in_state_dict", "inv_freq" in src.state_dict())
@@ -381,9 +392,10 @@ def measure_rpl006() -> None:
     implicit = 1.0 / (10000.0 ** (torch.arange(0, 128, 2) / 128))
     fixed = 1.0 / (10000.0 ** (torch.arange(0, 128, 2).float() / 128))
     record("RPL006", "default_fp32_implicit_equals_float_fixed", torch.equal(implicit, fixed))
-    inv = inv_freq32(128, 10000.0)
-    cos = torch.outer(positions.float(), inv).cos()
-    record("RPL006", "float32_dim128_base10000_cos_max_err_0_2047", sig(max_err(cos, ref_cos(positions, 128, 10000.0)), 2))
+    for dim, base in ((64, 10000.0), (128, 10000.0), (128, 500000.0)):
+        inv = inv_freq32(dim, base)
+        cos = torch.outer(positions.float(), inv).cos()
+        record("RPL006", f"float32_dim{dim}_base{int(base)}_cos_max_err_0_2047", sig(max_err(cos, ref_cos(positions, dim, base)), 2))
 
 
 def measure_rpl007() -> None:
@@ -496,6 +508,8 @@ def measure_rpl009() -> None:
     t = TableBufferRope(128, 2048, 10000.0).bfloat16()
     cos, _ = t(xb, 2048)
     record("RPL009", "table_buffer_bfloat16_cos_max_err", sig(max_err(cos, ref), 2))
+    cos, _ = t.float()(x32, 2048)
+    record("RPL009", "table_buffer_bfloat16_then_float_cos_max_err", sig(max_err(cos, ref), 2))
     r = RecomputeRope(128, 10000.0).bfloat16()
     cos, _ = r(xb, positions[None])
     record("RPL009", "recompute_bf16_output_cos_max_err", sig(max_err(cos[0], ref), 2))

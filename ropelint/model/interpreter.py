@@ -78,6 +78,7 @@ class Summary:
     returns: Val = UNKNOWN
     items: tuple[Val, ...] | None = None
     trig_params: frozenset[str] = frozenset()
+    position_params: frozenset[str] = frozenset()
     params: tuple[str, ...] = ()
 
 
@@ -91,6 +92,7 @@ class Frame:
     returns: list[Val] = field(default_factory=list)
     return_items: list[tuple[Val, ...]] = field(default_factory=list)
     trig_params: set[str] = field(default_factory=set)
+    position_params: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -101,6 +103,8 @@ class FileModel:
     casts: list[Cast] = field(default_factory=list)
     trigs: list[Trig] = field(default_factory=list)
     helper_trigs: list[TrigInHelper] = field(default_factory=list)
+    # Positions made 16-bit-able in a caller and used as positions by a same-file callee.
+    helper_positions: list[TrigInHelper] = field(default_factory=list)
     registrations: list[Registration] = field(default_factory=list)
     inv_freqs: list[InvFreqBuilt] = field(default_factory=list)
     guards: list[Guard] = field(default_factory=list)
@@ -273,6 +277,8 @@ class Interpreter:
             return Val(frozenset({Role.INV_FREQ}))
         if low in ("cos", "sin", "cos_cached", "sin_cached", "_cos_cached", "_sin_cached"):
             return Val(frozenset({Role.TABLE}))
+        if ACTIVATION_PARAMS.match(name):
+            return Val(frozenset({Role.ACTIVATION}), Dt.RUNTIME)
         return UNKNOWN
 
     def _analyse_function(self, fn: cst.FunctionDef, symbol: str, cls: ClassInfo | None, *, is_method: bool) -> Summary:
@@ -297,7 +303,7 @@ class Interpreter:
             for more in frame.return_items[1:]:
                 if len(more) == len(items):
                     items = tuple(join(a, b) for a, b in zip(items, more))
-        return Summary(ret, items, frozenset(frame.trig_params), tuple(params))
+        return Summary(ret, items, frozenset(frame.trig_params), frozenset(frame.position_params), tuple(params))
 
     # ------------------------------------------------------------- statements
     def _block(self, body: cst.BaseSuite, frame: Frame) -> None:
@@ -413,6 +419,10 @@ class Interpreter:
             summary = self._callee_summary(node, frame)
             if summary is not None:
                 return summary.items
+            qn = qualname(node.func, self.imports) or ""
+            if qn.rsplit(".", 1)[-1] in ("meshgrid", "broadcast_tensors") and qn.startswith("torch"):
+                return tuple(self._eval(a.value, frame).evolve(last_is_one=False, second_last_is_one=False)
+                             for a in node.args if a.keyword is None and not a.star)
         return None
 
     def _bind(self, target: cst.BaseExpression, val: Val, items: tuple[Val, ...] | None,
@@ -604,7 +614,10 @@ class Interpreter:
         if attr == "dtype":
             if base.has(Role.DTYPE):
                 return UNKNOWN
-            dt = base.dtype if base.roles or base.dtype is not Dt.UNKNOWN else Dt.UNKNOWN
+            dt = base.dtype
+            if dt is Dt.UNKNOWN and not base.has(Role.SCALAR):
+                # The dtype of a tensor nothing is known about is decided at run time.
+                dt = Dt.RUNTIME
             if base.read is not None and base.read.ref.follows_module_casts:
                 dt = Dt.RUNTIME
             return dtype_val(dt, site=None, read=base.read).evolve(param=base.param)
@@ -632,7 +645,9 @@ class Interpreter:
         roles = stored.roles or self._named(attr).roles
         if ref.follows_module_casts:
             return Val(roles, Dt.RUNTIME, site=node, read=read, scaled=stored.scaled)
-        return stored.evolve(read=read if roles else stored.read)
+        if not roles or roles <= {Role.SCALAR}:
+            return stored
+        return stored.evolve(read=read, alt_reads=())
 
     def _subscript(self, node: cst.Subscript, base: Val) -> Val:
         elems = node.slice
@@ -696,12 +711,17 @@ class Interpreter:
 
     def _check_helper_trig(self, node: cst.Call, summary: Summary, vals: list[Val], kvals: dict[str, Val],
                            frame: Frame) -> None:
-        if not summary.trig_params:
+        if not summary.trig_params and not summary.position_params:
             return
         bound = dict(zip(summary.params, vals))
         bound.update(kvals)
         callee = (dotted(node.func) or ["?"])[-1]
         for name, val in bound.items():
+            if name in summary.position_params:
+                if val.param is not None:
+                    frame.position_params.add(val.param)
+                if val.dtype.can_be_16bit and val.site is not None and _is_positions(val, loose=True):
+                    self.model.helper_positions.append(TrigInHelper(node, val, callee, frame.scope))
             if name in summary.trig_params:
                 if val.param is not None:
                     frame.trig_params.add(val.param)
@@ -862,7 +882,7 @@ class Interpreter:
         vals = [self._eval(a, frame) for a in pos]
         kvals = {k: self._eval(v, frame) for k, v in kw.items()}
         if method in ("float", "double"):
-            return receiver.evolve(dtype=Dt.FULL, site=None)
+            return receiver.evolve(dtype=Dt.FULL, site=None, earlier_sites=())
         if method in ("half", "bfloat16"):
             target = dtype_val(Dt.LOW)
             self._cast(node, method, receiver, target, None, frame)
@@ -931,8 +951,11 @@ class Interpreter:
     def _cast_result(self, node: cst.Call, receiver: Val, target: Val) -> Val:
         dt = target.dtype
         if dt is Dt.UNKNOWN:
-            return receiver.evolve(dtype=Dt.UNKNOWN, site=None)
-        return receiver.evolve(dtype=dt, site=node if dt is not Dt.FULL else None)
+            return receiver.evolve(dtype=Dt.UNKNOWN, site=None, earlier_sites=())
+        if dt is Dt.FULL:
+            return receiver.evolve(dtype=dt, site=None, earlier_sites=())
+        earlier = receiver.sites if receiver.dtype.can_be_16bit and dt.can_be_16bit else ()
+        return receiver.evolve(dtype=dt, site=node, earlier_sites=earlier)
 
     def _cast(self, node: cst.Call, method: str, receiver: Val, target: Val,
               target_node: cst.BaseExpression | None, frame: Frame) -> None:
@@ -1016,8 +1039,11 @@ class Interpreter:
         if arange is not None and isinstance(op, (cst.Divide, cst.Multiply, cst.FloorDivide)) \
                 and not other.has(Role.ARANGE):
             scaled = True
-        read = left.read or right.read
-        return Val(frozenset(roles), dtype, site=site if dtype is not Dt.FULL else None, read=read, scaled=scaled,
+        tensor_reads = tuple(dict.fromkeys(v_read for v in (left, right) if not v.has(Role.SCALAR) for v_read in v.reads))
+        earlier = tuple(s for v in (left, right) for s in v.earlier_sites) if dtype.can_be_16bit else ()
+        return Val(frozenset(roles), dtype, site=site if dtype is not Dt.FULL else None,
+                   read=tensor_reads[0] if tensor_reads else None, alt_reads=tensor_reads[1:],
+                   earlier_sites=earlier, scaled=scaled,
                    last_is_one=left.last_is_one or right.last_is_one,
                    second_last_is_one=left.second_last_is_one or right.second_last_is_one,
                    param=left.param or right.param if not roles else None)
@@ -1033,6 +1059,8 @@ class Interpreter:
         if freq is None or positions is None:
             return None
         guard = frame.guards[-1] if frame.guards else None
+        if positions.param is not None:
+            frame.position_params.add(positions.param)
         self.model.products.append(Product(node, form, freq, positions, guard, frame.scope,
                                            tuple(operand_nodes), (a, b)))
         if guard is not None and guard not in self.model.guards:

@@ -79,6 +79,10 @@ class Val:
     site: cst.CSTNode | None = None
     # Module state this value was read from, through any chain of dtype/shape operations.
     read: StateRead | None = None
+    # Other reads merged in from branches (``a = self.x if c else self.y``).
+    alt_reads: tuple[StateRead, ...] = ()
+    # Earlier nodes that also made this value 16-bit-able (a cast of an already cast value).
+    earlier_sites: tuple[cst.CSTNode, ...] = ()
     # Arange-derived and divided or scaled: the exponent of an inverse-frequency construction.
     scaled: bool = False
     # Shape facts for the matmul -> broadcast rewrite: [..., n, 1] and [..., 1, m].
@@ -89,6 +93,14 @@ class Val:
     # Set on a phase: the product that formed it.
     product: cst.CSTNode | None = None
     literal: object = None
+
+    @property
+    def reads(self) -> tuple[StateRead, ...]:
+        return ((self.read,) if self.read is not None else ()) + self.alt_reads
+
+    @property
+    def sites(self) -> tuple[cst.CSTNode, ...]:
+        return ((self.site,) if self.site is not None else ()) + self.earlier_sites
 
     def has(self, role: Role) -> bool:
         return role in self.roles
@@ -114,11 +126,16 @@ def join(a: Val, b: Val) -> Val:
     order = [Dt.LOW, Dt.RUNTIME, Dt.INT, Dt.FULL, Dt.UNKNOWN]
     dtype = min(a.dtype, b.dtype, key=order.index)
     site = a.site if a.dtype is dtype else b.site
+    reads = tuple(dict.fromkeys(a.reads + b.reads))
+    risky = [v for v in (a, b) if v.dtype.can_be_16bit]
+    other_sites = tuple(s for s in dict.fromkeys(s for v in risky for s in v.sites) if s is not site)
     return Val(
         roles=a.roles | b.roles,
         dtype=dtype,
         site=site,
-        read=a.read or b.read,
+        read=reads[0] if reads else None,
+        alt_reads=reads[1:],
+        earlier_sites=other_sites,
         scaled=a.scaled or b.scaled,
         last_is_one=a.last_is_one and b.last_is_one,
         second_last_is_one=a.second_last_is_one and b.second_last_is_one,

@@ -12,16 +12,16 @@ class InvFreqInModuleState(Rule):
 
     def check(self, ctx: RuleContext) -> None:
         for product in ctx.model.products:
-            read = product.freq.read
-            if read is None or not read.ref.follows_module_casts:
-                continue
-            if self._repaired(ctx, product, read.ref.name):
-                continue
-            ref = read.ref
-            message = (f"inverse frequencies `self.{ref.name}` ({ref.describe()} registered at line "
-                       f"{ctx.line_of(ref.node)}) feed the phase at line {ctx.line_of(product.node)}; "
-                       f"`module.bfloat16()`/`.half()` round them and `.float()` at use restores nothing")
-            ctx.report(self.code, read.node, message, product.scope)
+            for read in product.freq.reads:
+                if read.ref.follows_module_casts and not self._repaired(ctx, product, read.ref.name):
+                    self._report(ctx, product, read)
+
+    def _report(self, ctx: RuleContext, product: Product, read) -> None:  # type: ignore[no-untyped-def]
+        ref = read.ref
+        message = (f"inverse frequencies `self.{ref.name}` ({ref.describe()} registered at line "
+                   f"{ctx.line_of(ref.node)}) feed the phase at line {ctx.line_of(product.node)}; "
+                   f"`module.bfloat16()`/`.half()` round them and `.float()` at use restores nothing")
+        ctx.report(self.code, read.node, message, product.scope)
 
     @staticmethod
     def _repaired(ctx: RuleContext, product: Product, name: str) -> bool:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from ..model.values import Role
 from .base import Rule, RuleContext
 from .casts import float32_fix
 
@@ -19,3 +20,12 @@ class LowPrecisionInvFreq(Rule):
                        "arange divided (or a float arange) takes `torch.get_default_dtype()`, which is bfloat16 "
                        "while many frameworks build models")
             ctx.report(self.code, val.site, message, built.scope, float32_fix(ctx, val.site, "inverse frequencies"))
+        for cast in ctx.model.casts:
+            receiver = cast.receiver
+            if not receiver.has(Role.INV_FREQ) or receiver.has(Role.PHASE) or receiver.reads:
+                continue
+            if not cast.target.dtype.can_be_16bit:
+                continue
+            message = ("inverse frequencies cast to a dtype that can be 16-bit: bfloat16 keeps 8 significant bits, "
+                       "and the phase error grows with the position (7.3 rad at 4096 for head_dim 128)")
+            ctx.report(self.code, cast.node, message, cast.scope, float32_fix(ctx, cast.node, "inverse frequencies"))
