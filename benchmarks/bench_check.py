@@ -252,7 +252,7 @@ def main(argv=None) -> int:
                      m.peak_mb if m.ok else float("nan"),
                      ratio, "-" if f is None else f, "ok" if m.ok else "FAILED"])
     print()
-    print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    print("versions: " + ", ".join(versions.values()))
     print(common.fmt_table(
         ["tool", "files", "wall min s", "wall med s", "cpu s", "files/s", "peak MB", "x ruff-F", "findings", "status"],
         rows))

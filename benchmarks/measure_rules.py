@@ -1,6 +1,6 @@
 """Measure every number cited in rules/RPL001.md ... rules/RPL009.md.
 
-Run:  python benchmarks/measure_rules.py [--json OUT.json]
+Run:  python benchmarks/measure_rules.py [--json OUT.json] [--only RPL003,DOCS]
 
 Each measurement is printed as ``KEY = VALUE`` under the rule that cites it. The
 rule documents quote these values (rounded); rerun this script after a torch
@@ -191,6 +191,7 @@ def measure_rpl002() -> None:
     record("RPL002", "recompute_bfloat16_then_float_cos_max_err_0_32769", sig(max_err(cos[0], ref), 2))
 
     try:
+        sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
         from ropelint.runtime import inv_freq as runtime_inv_freq
     except ImportError:
         record("RPL002", "runtime_inv_freq_equals_float32_buffer", "ropelint.runtime not importable")
@@ -301,9 +302,8 @@ def measure_rpl004() -> None:
     inv = inv_freq32(128, 500000.0)
     ref = 131071.0 * inv_freq64(128, 500000.0)
     position_ids = torch.tensor([[131071]])
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        with torch.autocast("cpu", enabled=False):
-            g = (inv[None, :, None] @ position_ids[:, None, :].float()).transpose(1, 2)
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.autocast("cpu", enabled=False):
+        g = (inv[None, :, None] @ position_ids[:, None, :].float()).transpose(1, 2)
     record("RPL004", "guarded_matmul_phase_dtype", g.dtype)
     record("RPL004", "guarded_matmul_phase_err_rad_at_131071", sig(max_err(g[0, 0], ref), 2))
 
@@ -545,7 +545,7 @@ RULES_DIR = pathlib.Path(__file__).resolve().parent.parent / "rules"
 
 def doc_block(rule: str, heading: str) -> str:
     text = (RULES_DIR / f"{rule}.md").read_text(encoding="utf-8")
-    m = re.search(rf"^## {re.escape(heading)}\n```python\n(.*?)^```$", text, re.S | re.M)
+    m = re.search(rf"^## {re.escape(heading)}\n```python\n(.*?)^```$", text, re.DOTALL | re.MULTILINE)
     if m is None:
         raise ValueError(f"{rule}: no python block under '## {heading}'")
     return m.group(1)
@@ -591,7 +591,7 @@ def probe(make, label: str) -> tuple[int, int, float]:
                     try:
                         with ctx:
                             cos, _ = m(x, positions[None])
-                    except Exception:  # noqa: BLE001 - a crash is a failed case
+                    except Exception:  # noqa: BLE001, S112 - a crash is a failed case
                         continue
                     cos = cos.reshape(len(positions), dim)
                     if not cos.is_floating_point():
@@ -622,7 +622,7 @@ def measure_doc_examples() -> None:
     ref = torch.cat((ref, ref), dim=-1)
     for heading, tag in (("Example", "example"), ("Use instead", "use_instead")):
         m = doc_namespace("RPL001", heading)["RotaryEmbedding"](128)
-        cos, sin = m(torch.zeros(1, 1, 128), pos)
+        cos, _ = m(torch.zeros(1, 1, 128), pos)
         record("DOCS", f"RPL001_{tag}_cos_dtype", cos.dtype)
         record("DOCS", f"RPL001_{tag}_cos_fraction_zero", sig(cos.eq(0).double().mean().item(), 4))
         record("DOCS", f"RPL001_{tag}_cos_max_err", sig(max_err(cos[0], ref), 2))
@@ -765,20 +765,33 @@ def measure_doc_examples() -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="also write the results to this JSON file")
+    parser.add_argument(
+        "--only",
+        help="comma-separated sections to run: RPL001..RPL009, ALL (the recompute pattern), DOCS "
+        "(the rule documents' own examples, the slowest part); default: every section",
+    )
     args = parser.parse_args(argv)
+    sections = {
+        "RPL001": measure_rpl001,
+        "RPL002": measure_rpl002,
+        "RPL003": measure_rpl003,
+        "RPL004": measure_rpl004,
+        "RPL005": measure_rpl005,
+        "RPL006": measure_rpl006,
+        "RPL007": measure_rpl007,
+        "RPL008": measure_rpl008,
+        "RPL009": measure_rpl009,
+        "ALL": measure_recompute_pattern,
+        "DOCS": measure_doc_examples,
+    }
+    wanted = [s.strip().upper() for s in args.only.split(",")] if args.only else list(sections)
+    unknown = [s for s in wanted if s not in sections]
+    if unknown:
+        parser.error(f"unknown section(s): {', '.join(unknown)}")
     print(f"torch {torch.__version__}, python {sys.version.split()[0]}")
     RESULTS["env"] = {"torch": torch.__version__, "python": sys.version.split()[0]}
-    measure_rpl001()
-    measure_rpl002()
-    measure_rpl003()
-    measure_rpl004()
-    measure_rpl005()
-    measure_rpl006()
-    measure_rpl007()
-    measure_rpl008()
-    measure_rpl009()
-    measure_recompute_pattern()
-    measure_doc_examples()
+    for name in wanted:
+        sections[name]()
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(RESULTS, fh, indent=2, default=str)

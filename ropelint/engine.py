@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,34 +43,84 @@ def _parse(text: str, selection: segments.Selection) -> tuple[cst.Module, segmen
 
 
 class _Positions:
-    """Positions computed once per file, and only when something is reported."""
+    """Positions computed only when something is reported, and only for the statements involved.
 
-    def __init__(self, module: cst.Module) -> None:
+    LibCST's PositionProvider costs a code generation of the whole module. A finding lies in a
+    top-level statement that holds events, so positions are computed for such a statement alone,
+    as a one-statement module whose line 1 is that statement's first line.
+    """
+
+    def __init__(self, module: cst.Module, selection: segments.Selection, tops: list[cst.CSTNode]) -> None:
         self.module = module
-        self._map: dict[cst.CSTNode, CodeRange] | None = None
+        self.maps: list[tuple[dict[cst.CSTNode, CodeRange], int]] = []
+        self._full = False
+        body = list(module.body)
+        starts = selection.statement_lines
+        self._pending: list[tuple[cst.CSTNode, int]] = []
+        if len(body) == len(starts):
+            line_of = {id(stmt): line for stmt, line in zip(body, starts)}
+            self._pending = [(top, line_of[id(top)]) for top in tops if id(top) in line_of]
+
+    def _compute(self, stmt: cst.CSTNode, first_line: int) -> None:
+        bare = stmt.with_changes(leading_lines=())  # type: ignore[attr-defined]
+        mini = self.module.with_changes(body=[bare], header=(), footer=())
+        mapping = dict(MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider))
+        mapping[stmt] = mapping[bare]
+        self.maps.append((mapping, first_line - 1))
+
+    def _compute_full(self) -> None:
+        if not self._full:
+            self._full = True
+            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
+            self.maps.append((dict(wrapper.resolve(PositionProvider)), 0))
 
     def range(self, node: cst.CSTNode) -> CodeRange:
-        if self._map is None:
-            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
-            self._map = dict(wrapper.resolve(PositionProvider))
-        return self._map[node]
+        while True:
+            for mapping, offset in self.maps:
+                rng = mapping.get(node)
+                if rng is not None:
+                    return _shift(rng, offset) if offset else rng
+            if self._pending:
+                self._compute(*self._pending.pop(0))
+            elif not self._full:
+                self._compute_full()
+            else:
+                raise KeyError(node)
 
     def statements(self) -> list[CodeRange]:
-        self.range(self.module)
-        assert self._map is not None
-        return [rng for node, rng in self._map.items()
+        return [_shift(rng, offset) if offset else rng for mapping, offset in self.maps
+                for node, rng in mapping.items()
                 if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement))]
 
 
+def _shift(rng: CodeRange, offset: int) -> CodeRange:
+    return CodeRange((rng.start.line + offset, rng.start.column), (rng.end.line + offset, rng.end.column))
+
+
+def syntax_error(path: str, text: str) -> FileError | None:
+    """CPython's own parser on the whole file: cheaper than LibCST, used where LibCST parses only a part."""
+    try:
+        compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as exc:
+        return FileError(path, exc.lineno or 1, (exc.offset or 0) or 1, f"syntax error: {exc.msg}")
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return FileError(path, 1, 1, f"cannot parse: {exc}")
+    return None
+
+
 def check_text(path: str, text: str, codes: frozenset[str], *, prefilter: bool | None = None,
-               newline: str = "\n") -> FileResult:
+               newline: str = "\n", syntax_all: bool = False) -> FileResult:
+    """Check one file's text. ``syntax_all``: also report syntax errors outside the parsed RoPE parts."""
     use_prefilter = prefilter_enabled() if prefilter is None else prefilter
     if use_prefilter:
-        if not segments.file_may_hold_rope(text):
-            return FileResult(path)
-        selection = segments.select(text)
+        selection = segments.select(text) if segments.file_may_hold_rope(text) else None
         if selection is None:
-            return FileResult(path)
+            error = syntax_error(path, text) if syntax_all else None
+            return FileResult(path, error=error)
+        if syntax_all and not selection.whole_file:
+            error = syntax_error(path, text)
+            if error is not None:
+                return FileResult(path, error=error)
     else:
         selection = segments.whole(text)
     try:
@@ -83,7 +134,7 @@ def check_text(path: str, text: str, codes: frozenset[str], *, prefilter: bool |
     if "torch" not in {q.split(".")[0] for q in imports.names.values()}:
         return FileResult(path, parsed=True)
     model = analyse(module, imports)
-    findings = run_rules(module, model, imports, codes, _Positions(module), selection)
+    findings = run_rules(module, model, imports, codes, _Positions(module, selection, model.event_tops()), selection)
     if not findings[0]:
         return FileResult(path, parsed=True)
     return FileResult(path, _to_diagnostics(path, text, findings[0], findings[1], selection, imports, newline),

@@ -12,11 +12,14 @@ from . import segments
 from .cache import Cache, content_key
 from .config import Settings
 from .diagnostics import FileError
-from .engine import FileResult, check_text, prefilter_enabled
+from .engine import FileResult, check_text, prefilter_enabled, syntax_error
 from .source import SourceError, SourceFile, read_source
 
 # Below this many files to parse, a process pool costs more than it saves.
 POOL_THRESHOLD = 6
+# Runs of up to this many files (pre-commit, a folder) also syntax-check the files that cannot
+# hold RoPE code; on a whole repository that check would cost more than everything else.
+SYNTAX_CHECK_ALL_MAX_FILES = 256
 
 
 def default_jobs() -> int:
@@ -32,10 +35,11 @@ class Task:
     text: str
     newline: str
     codes: frozenset[str]
+    syntax_all: bool = False
 
 
 def _run_task(task: Task) -> FileResult:
-    return check_text(task.display, task.text, task.codes, newline=task.newline)
+    return check_text(task.display, task.text, task.codes, newline=task.newline, syntax_all=task.syntax_all)
 
 
 def _display(path: Path) -> str:
@@ -51,6 +55,7 @@ def check_paths(files: list[Path], settings: Settings, *, jobs: int | None = Non
     sources: dict[str, SourceFile] = {}
     pending: list[tuple[int, Task, str]] = []
     use_prefilter = prefilter_enabled()
+    syntax_all = len(files) <= SYNTAX_CHECK_ALL_MAX_FILES
     for index, path in enumerate(files):
         display = _display(path)
         try:
@@ -59,7 +64,8 @@ def check_paths(files: list[Path], settings: Settings, *, jobs: int | None = Non
             results[index] = FileResult(display, error=FileError(display, exc.line, exc.column, str(exc)))
             continue
         if use_prefilter and not segments.file_may_hold_rope(source.text):
-            results[index] = FileResult(display)
+            error = syntax_error(display, source.text) if syntax_all else None
+            results[index] = FileResult(display, error=error)
             continue
         sources[display] = source
         codes = settings.codes_for(path)
@@ -70,7 +76,9 @@ def check_paths(files: list[Path], settings: Settings, *, jobs: int | None = Non
             if hit is not None:
                 results[index] = hit
                 continue
-        pending.append((index, Task(display, source.text, source.newline, codes), key))
+        if syntax_all:
+            key += ":syntax"
+        pending.append((index, Task(display, source.text, source.newline, codes, syntax_all), key))
     jobs = jobs or default_jobs()
     if jobs > 1 and len(pending) >= POOL_THRESHOLD:
         context = multiprocessing.get_context("fork") if hasattr(os, "fork") else None

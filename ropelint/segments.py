@@ -1,10 +1,12 @@
-"""Cheap text triage: which files, and which top-level definitions of them, can hold RoPE code.
+"""Cheap text triage: which files, and which definitions of them, can hold RoPE code.
 
 A file the prefilter rejects costs a read and two regex searches. A file it keeps is split at
-top-level statement boundaries by a line scan; only the definitions that mention rotary
-vocabulary are handed to LibCST, as one synthetic module whose lines map back to the file.
-When the split is unsure (a parse error in the synthetic module) the caller falls back to the
-whole file, so a wrong split can cost time but never a finding.
+top-level statement boundaries by a line scan; only the definitions that can build inverse
+frequencies, form or cast a phase, take its cos/sin, register rotary state or wrap autocast are
+handed to LibCST, as one synthetic module whose lines map back to the file. Large classes are
+pruned to their state-defining and rotary methods the same way. When the split is unsure (a parse
+error in the synthetic module) the caller parses the whole file, so a wrong split can cost time
+but never a finding.
 """
 
 from __future__ import annotations
@@ -12,24 +14,66 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# A file must mention torch and at least one thing a rule can fire on.
-_FILE_TORCH = re.compile(r"\btorch\b")
-_FILE_ROPE = re.compile(r"inv_freq|freq|theta|autocast|polar|arange|rotary|rope\b")
+# Literal probes first (``in`` is a fast C search); regexes only confirm what a literal found.
+_FILE_WORDS = ("freq", "arange", "autocast", "polar", "rotary", "rope", "Rotary", "RoPE")
+_ROTARY_LITERALS = ("freq", "phase", "polar", "_cis", "rotary", "rope", "Rotary", "sincos", "theta", "omega")
+# A power with an operand on the left (``**kwargs`` has none).
+_POWER = re.compile(r"[\w)\]]\s*\*\*\s*[(\-\w.]|\bpow\(|\bexp\(")
+_TRIG = re.compile(r"\.(?:cos|sin)\(\)|\b(?:cos|sin)\(")
+_DEF_NAME = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)")
+_ROTARY_NAME = re.compile(r"rotary|rope|freq|sincos|sinusoid|position|pos_?emb|\bcis\b", re.IGNORECASE)
 
-# A top-level segment is parsed when it can build frequencies, form a phase, take its trig,
-# register state, or guard autocast.
-_SEGMENT = re.compile(
-    r"inv_freq|freq|theta|autocast|polar|\bcis\b|_cis\b"
-    r"|\b(?:cos|sin)\(|\.(?:cos|sin)\("
-    r"|\*\*\s*\(|(?<![.\w])pow\(|\btorch\.pow\(|\bexp\(|\beinsum\b|\bouter\("
-)
-
-# Lines that start a new top-level statement: code at column 0 that does not continue one.
-_BOUNDARY = re.compile(r"^(?![ \t#\r\n)\]}])(?!(?:else|elif|except|finally)\b)", re.MULTILINE)
+WRAPPER_MAX_LINES = 40
+CLASS_PRUNE_MIN_LINES = 120
+# Kept whenever another method of the class is: they define state and how casts treat it.
+_KEEP_METHODS = {"_apply"}
 
 
 def file_may_hold_rope(text: str) -> bool:
-    return _FILE_TORCH.search(text) is not None and _FILE_ROPE.search(text) is not None
+    return "torch" in text and any(word in text for word in _FILE_WORDS)
+
+
+def _word_at(text: str, word: str, whole: bool) -> bool:
+    """``word`` occurs in ``text``; with ``whole``, not inside a longer identifier."""
+    start = text.find(word)
+    while start != -1:
+        if not whole:
+            return True
+        before = text[start - 1] if start else " "
+        after = text[start + len(word):start + len(word) + 1]
+        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
+            return True
+        start = text.find(word, start + 1)
+    return False
+
+
+def _rotary_vocabulary(segment: str) -> bool:
+    if "freq" in segment:
+        start = segment.find("freq")
+        while start != -1:
+            if not segment.startswith("freque", start):  # frequency, frequencies: not rotary words
+                return True
+            start = segment.find("freq", start + 1)
+    if "sincos" in segment or "polar(" in segment or "_cis" in segment:
+        return True
+    return any(_word_at(segment, word, True) for word in ("phase", "rope", "RoPE", "theta", "omega", "angles"))
+
+
+def _interesting(segment: str, first_line: str, lines: int) -> bool:
+    ranged = "arange(" in segment or "linspace(" in segment
+    trig = ("cos(" in segment or "sin(" in segment) and _TRIG.search(segment) is not None
+    if _rotary_vocabulary(segment):
+        if ranged or trig or "register_buffer" in segment or "Buffer(" in segment or "Parameter(" in segment \
+                or " @ " in segment or "matmul" in segment or "einsum" in segment or "outer(" in segment:
+            return True
+    if ranged and ("**" in segment or "pow(" in segment or "exp(" in segment) and _POWER.search(segment):
+        return True
+    name = _DEF_NAME.match(first_line)
+    if name and (ranged or trig) and _ROTARY_NAME.search(name.group(1)):
+        return True
+    # A short function that opens an autocast region may be a local guard wrapper.
+    return lines <= WRAPPER_MAX_LINES and ("autocast" in segment or "custom_fwd" in segment) \
+        and first_line.lstrip().startswith(("def ", "@"))
 
 
 @dataclass(frozen=True)
@@ -48,6 +92,9 @@ class Selection:
     code: str
     chunks: tuple[Chunk, ...]
     whole_file: bool
+    # Synthetic line where each top-level statement starts (its first decorator or keyword line),
+    # in order; lets positions be computed for one statement instead of the whole module.
+    statement_lines: tuple[int, ...] = ()
 
     def to_file_line(self, line: int) -> int:
         for chunk in self.chunks:
@@ -58,56 +105,132 @@ class Selection:
 
 def whole(text: str) -> Selection:
     count = text.count("\n") + 1
-    return Selection(text, (Chunk(1, 1, count),), True)
+    lines = text.splitlines(keepends=True)
+    starts = [begin + 1 for begin, _ in _blocks(lines, _starts(lines, "", 0, len(lines)), len(lines))]
+    return Selection(text, (Chunk(1, 1, count),), True, tuple(starts))
+
+
+_CONTINUATION = ("else", "elif", "except", "finally")
+
+
+def _starts(lines: list[str], indent: str, begin: int, end: int) -> list[int]:
+    """Indices of lines in [begin, end) that start a statement at exactly ``indent``."""
+    out = []
+    width = len(indent)
+    for i in range(begin, end):
+        line = lines[i]
+        ch = line[width:width + 1]
+        if not ch or ch in " \t#\r\n)]}\\" or (width and not line.startswith(indent)):
+            continue
+        if ch in "ef" and line.startswith(_CONTINUATION, width):
+            word = re.split(r"[\s:(]", line[width:], maxsplit=1)[0]
+            if word in _CONTINUATION:
+                continue
+        out.append(i)
+    return out
+
+
+def _blocks(lines: list[str], starts: list[int], end: int) -> list[tuple[int, int]]:
+    """Statement ranges from start lines; a decorator run joins the definition below it."""
+    blocks: list[tuple[int, int]] = []
+    pending: int | None = None
+    for n, start in enumerate(starts):
+        stop = starts[n + 1] if n + 1 < len(starts) else end
+        if lines[start].lstrip().startswith("@"):
+            pending = start if pending is None else pending
+            continue
+        blocks.append((pending if pending is not None else start, stop))
+        pending = None
+    if pending is not None:
+        blocks.append((pending, end))
+    return blocks
+
+
+def _class_parts(lines: list[str], begin: int, end: int) -> list[tuple[int, int]]:
+    """A class pruned to its header, non-method statements and the methods that can hold RoPE code."""
+    header_end = begin
+    while header_end < end and not lines[header_end].startswith("class "):
+        header_end += 1
+    while header_end < end and not lines[header_end].split("#", 1)[0].rstrip().endswith(":"):
+        header_end += 1  # a header over several lines
+    body_start = header_end + 1
+    indent = None
+    for i in range(body_start, end):
+        stripped = lines[i].strip()
+        if stripped and not stripped.startswith("#"):
+            indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
+            break
+    if not indent or header_end >= end:
+        return [(begin, end)]
+    starts = _starts(lines, indent, body_start, end)
+    if not starts:
+        return [(begin, end)]
+    kept = [(begin, starts[0])]
+    any_method = False
+    for start, stop in _blocks(lines, starts, end):
+        first = lines[start:stop]
+        head = next((ln for ln in first if not ln.lstrip().startswith("@")), "")
+        name = _DEF_NAME.match(head)
+        if name is None:
+            kept.append((start, stop))
+            continue
+        text = "".join(first)
+        # Inside a class, any method that speaks of frequencies or phases may carry them between
+        # methods (``self._precompute_freqs_cis()``), so the vocabulary alone keeps it.
+        if name.group(1) in _KEEP_METHODS or _rotary_vocabulary(text) or _interesting(text, head, stop - start):
+            kept.append((start, stop))
+            any_method = any_method or name.group(1) not in _KEEP_METHODS
+    return kept if any_method else []
 
 
 def select(text: str) -> Selection | None:
     """The segments worth parsing, or None when nothing in the file can hold RoPE code."""
     lines = text.splitlines(keepends=True)
-    starts = [text.count("\n", 0, m.start()) for m in _BOUNDARY.finditer(text)]
+    starts = _starts(lines, "", 0, len(lines))
     if not starts:
         return None
-    # Decorators belong to the definition below them.
-    merged: list[int] = []
-    for start in starts:
-        if merged and lines[merged[-1]].startswith("@") and start == _next_after_decorators(lines, merged[-1]):
-            continue
-        merged.append(start)
-    bounds = list(zip(merged, merged[1:] + [len(lines)]))
-    if merged[0] != 0:
-        bounds.insert(0, (0, merged[0]))
+    blocks = _blocks(lines, starts, len(lines))
+    if starts[0] != 0:
+        blocks.insert(0, (0, starts[0]))
     kept: list[tuple[int, int]] = []
-    for begin, end in bounds:
-        first = lines[begin] if begin < len(lines) else ""
+    statement_index: list[int] = []  # index into kept where each top-level statement starts
+    all_kept = True
+    for begin, end in blocks:
+        first = lines[begin]
         if first.startswith(("import ", "from ")):
+            all_kept = False
             continue  # aliases come from the text scan; fixes insert imports by offset
         segment = "".join(lines[begin:end])
-        if _SEGMENT.search(segment):
+        head = next((ln for ln in lines[begin:end] if ln.startswith(("class ", "def ", "async def "))), first)
+        if not _interesting(segment, head, end - begin):
+            all_kept = False
+            continue
+        name = _DEF_NAME.match(head)
+        if head.startswith("class ") and not (name and _ROTARY_NAME.search(name.group(1))
+                                                and end - begin < CLASS_PRUNE_MIN_LINES):
+            parts = _class_parts(lines, begin, end)
+            if parts != [(begin, end)]:
+                all_kept = False
+            if parts:
+                statement_index.append(len(kept))
+            kept.extend(parts)
+        else:
+            statement_index.append(len(kept))
             kept.append((begin, end))
     if not kept:
         return None
-    if len(kept) == len(bounds):
+    if all_kept:
         return whole(text)
-    parts: list[str] = []
+    parts_text: list[str] = []
     chunks: list[Chunk] = []
     synthetic = 1
     for begin, end in kept:
         body = "".join(lines[begin:end])
         if not body.endswith("\n"):
             body += "\n"
-        parts.append(body)
+        parts_text.append(body)
         count = end - begin
         chunks.append(Chunk(begin + 1, synthetic, count))
         synthetic += count
-    return Selection("".join(parts), tuple(chunks), False)
-
-
-def _next_after_decorators(lines: list[str], index: int) -> int:
-    """Index of the first line at column 0 after a decorator run that starts at ``index``."""
-    i = index + 1
-    while i < len(lines):
-        line = lines[i]
-        if line[:1] not in (" ", "\t", "#", "\r", "\n", ")", "]", "}", "") and not line.startswith("@"):
-            return i
-        i += 1
-    return i
+    return Selection("".join(parts_text), tuple(chunks), False,
+                     tuple(chunks[i].synthetic_start for i in statement_index))

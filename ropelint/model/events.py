@@ -17,6 +17,7 @@ class Scope:
     node: cst.FunctionDef | None
     params: tuple[str, ...]
     activation: str | None  # the parameter that carries the activation dtype (x, hidden_states, q...)
+    top: cst.CSTNode | None = None  # the top-level statement (class or function) it lies in
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,17 @@ class FileModel:
     classes: dict[str, ClassInfo] = field(default_factory=dict)
     functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
 
+    def event_tops(self) -> list[cst.CSTNode]:
+        """Top-level statements holding events: where every reported node lies."""
+        seen: dict[int, cst.CSTNode] = {}
+        for group in (self.products, self.casts, self.trigs, self.helper_trigs, self.helper_positions,
+                      self.registrations, self.inv_freqs, self.guards):
+            for event in group:
+                top = event.scope.top
+                if top is not None:
+                    seen.setdefault(id(top), top)
+        return list(seen.values())
+
 
 def _promote(a: Val, b: Val) -> tuple[Dt, cst.CSTNode | None]:
     """Result dtype of a tensor op, following torch promotion where both sides are known."""
@@ -149,10 +160,9 @@ class Interpreter:
             self._function_summary(name)
         for info in list(self.model.classes.values()):
             self._analyse_class(info)
-        module_scope = Scope("<module>", None, (), None)
-        frame = Frame({}, {}, module_scope, None, [])
         for stmt in top:
             if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                frame = Frame({}, {}, Scope("<module>", None, (), None, stmt), None, [])
                 self._stmt(stmt, frame)
         return self.model
 
@@ -232,7 +242,7 @@ class Interpreter:
         if key in self.in_progress:
             return Summary()
         self.in_progress.add(key)
-        summary = self._analyse_function(fn, f"{owner.name}.{name}", info, is_method=True)
+        summary = self._analyse_function(fn, f"{owner.name}.{name}", info, is_method=True, top=owner.node)
         self.in_progress.discard(key)
         self.summaries[key] = summary
         return summary
@@ -244,7 +254,7 @@ class Interpreter:
         if fn is None or name in self.in_progress:
             return Summary()
         self.in_progress.add(name)
-        summary = self._analyse_function(fn, name, None, is_method=False)
+        summary = self._analyse_function(fn, name, None, is_method=False, top=fn)
         self.in_progress.discard(name)
         self.summaries[name] = summary
         return summary
@@ -281,12 +291,13 @@ class Interpreter:
             return Val(frozenset({Role.ACTIVATION}), Dt.RUNTIME)
         return UNKNOWN
 
-    def _analyse_function(self, fn: cst.FunctionDef, symbol: str, cls: ClassInfo | None, *, is_method: bool) -> Summary:
+    def _analyse_function(self, fn: cst.FunctionDef, symbol: str, cls: ClassInfo | None, *, is_method: bool,
+                          top: cst.CSTNode | None = None) -> Summary:
         params = [p.name.value for p in self._params(fn)]
         if is_method and params:
             params = params[1:]
         activation = next((p for p in params if ACTIVATION_PARAMS.match(p)), None)
-        scope = Scope(symbol, fn, tuple(params), activation)
+        scope = Scope(symbol, fn, tuple(params), activation, top)
         guards: list[Guard] = []
         for dec in fn.decorators:
             guard = self._guard_for(dec.decorator, fn, scope)
@@ -374,7 +385,8 @@ class Interpreter:
                 self._block(stmt.finalbody.body, frame)
         elif isinstance(stmt, cst.FunctionDef):
             # A nested function (a decorator's wrapper, a closure): analyse it with the outer names.
-            inner_scope = Scope(f"{frame.scope.symbol}.{stmt.name.value}", stmt, frame.scope.params, frame.scope.activation)
+            inner_scope = Scope(f"{frame.scope.symbol}.{stmt.name.value}", stmt, frame.scope.params,
+                                frame.scope.activation, frame.scope.top)
             inner = Frame(dict(frame.env), dict(frame.items), inner_scope, frame.cls, list(frame.guards))
             for dec in stmt.decorators:
                 guard = self._guard_for(dec.decorator, stmt, inner_scope)
@@ -535,7 +547,7 @@ class Interpreter:
 
     def _wrapper_kind(self, name: str, fn: cst.FunctionDef) -> dict[str, str]:
         """Same-file helpers that only open an autocast region: ``def no_amp(): return autocast(..., enabled=False)``."""
-        scope = Scope(name, fn, (), None)
+        scope = Scope(name, fn, (), None, fn)
         kind = None
         for node in _walk_calls(fn.body):
             qn = qualname(node.func, self.imports)

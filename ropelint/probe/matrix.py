@@ -25,11 +25,11 @@ ALL_AUTOCASTS: tuple[str, ...] = CPU_AUTOCASTS + CUDA_AUTOCASTS
 def default_positions() -> tuple[int, ...]:
     """Sampled positions, sorted and unique (about 2400 of them).
 
-    Dense to 2048 (bfloat16 breaks at 257, float16 at 2049), every 97th up to 32769 (97 is
+    Dense to 2112 (bfloat16 breaks at 257, float16 at 2049), every 97th up to 32769 (97 is
     prime, so the samples do not line up with powers of two), the bfloat16 collapse around
     8192, the 2**15 edge, and the far end around 2**17 where phase errors are largest.
     """
-    picked = set(range(0, 2049))
+    picked = set(range(0, 2113))
     picked.update(range(2048, 32770, 97))
     picked.update(range(8184, 8196))
     picked.update((32767, 32768, 32769))

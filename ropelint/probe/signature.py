@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 # Parameter names by role. Order does not matter; membership does.
 DIM_NAMES = frozenset({
@@ -94,7 +94,7 @@ class CallPlan:
     """How positions reach the target, and where the sequence sits in ``x``."""
 
     binding: Binding
-    seq_axis: int = 1
+    seq_axis: int | None = None  # None: x is [1, S, head_dim]; else 4-D with S at this axis
 
     @property
     def feeds_positions(self) -> bool:
@@ -107,7 +107,6 @@ class ConstructorPlan:
     binding: Binding
     fixed_head_dim: int | None = None  # a literal dim from --init narrows the matrix to it
     fixed_base: float | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
 
 # --- parsing --init / --call -----------------------------------------------------------
@@ -167,8 +166,6 @@ def parse_assignments(spec: str | Mapping[str, object] | None,
             positional.append(parse_value(item))
         else:
             raise InferenceError(f"cannot parse {item!r}: expected NAME=VALUE")
-        if isinstance(positional[-1] if positional and not sep else None, Fixed):
-            pass
     for arg in positional:
         if isinstance(arg, Fixed) and isinstance(arg.value, str) and arg.value.startswith("{"):
             raise InferenceError(f"unknown placeholder {arg.value}; known: "
@@ -271,10 +268,7 @@ def constructor_plan(cls: type, init: str | Mapping[str, object] | None = None) 
             f"pass them with --init, e.g. --init '{missing[0]}=...'"
         )
     slots = {a.name for a in values.values() if isinstance(a, Slot)}
-    fixed_dim = next((int(v) for k, a in values.items()
-                      if k in DIM_NAMES and (v := _fixed_number(a)) is not None), None)
-    fixed_base = next((float(v) for k, a in values.items()
-                       if k in BASE_NAMES and (v := _fixed_number(a)) is not None), None)
+    fixed_dim, fixed_base = fixed_pair(values)
     if "config" not in slots:
         if "head_dim" not in slots and fixed_dim is None:
             raise InferenceError(
@@ -321,7 +315,7 @@ def _override_plan(params: list[inspect.Parameter], call: str | None,
     _, extra = parse_assignments(init, allow_positional=False)
     values = {**extra, **named}
     binding = Binding(positional, tuple(values.items()))
-    seq_axis = 1
+    seq_axis = None
     for key, arg in values.items():
         if key in SEQ_DIM_NAMES and isinstance(arg, Fixed) and isinstance(arg.value, int):
             seq_axis = arg.value
@@ -344,7 +338,7 @@ def forward_plans(cls: type, call: str | None = None) -> list[CallPlan]:
     # The activation is the first parameter with no role (x, hidden_states, q, ...).
     x_param = next((p for p in params if p.name not in roles), None)
 
-    def plan(feed: dict[str, Arg], seq_axis: int = 1) -> CallPlan | None:
+    def plan(feed: dict[str, Arg], seq_axis: int | None = None) -> CallPlan | None:
         values: dict[str, Arg] = {}
         for p in params:
             if p.name in feed:
@@ -430,6 +424,15 @@ def function_plans(func: Callable[..., object], call: str | None = None,
         return [CallPlan(_bind(params, base_values))]
     return [CallPlan(_bind(params, {**base_values, position_param: Slot(shape)}))
             for shape in ("positions_1d", "positions")]
+
+
+def fixed_pair(values: Mapping[str, Arg]) -> tuple[int | None, float | None]:
+    """Literal head dim / base given for a recognised parameter name (narrows the matrix)."""
+    dim = next((int(v) for k, a in values.items()
+                if k in DIM_NAMES and (v := _fixed_number(a)) is not None), None)
+    base = next((float(v) for k, a in values.items()
+                 if k in BASE_NAMES and (v := _fixed_number(a)) is not None), None)
+    return dim, base
 
 
 def _has_fixed(values: dict[str, Arg], names: frozenset[str]) -> bool:

@@ -1,0 +1,158 @@
+"""``--export`` and ``--meta``: the two tracing/loading paths that break buffer-based code."""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import nn
+
+from ropelint.probe.compare import Reference, compare
+from ropelint.probe.invoke import DISCOVERY_POSITIONS, CallContext, Invocation, one_line
+from ropelint.probe.results import CheckResult
+from ropelint.probe.signature import Arg, Slot
+
+EXPORT_TRACE_LENGTH = 16
+EXPORT_CHECK_LENGTH = 37  # a length the trace never saw
+EXPORT_ATOL = 1e-6
+
+
+class _TensorInputs(nn.Module):
+    """Calls the target with ``x`` and ``positions`` as the only tensor inputs.
+
+    A length-taking target gets ``x.shape[axis]`` as its length, so the length stays
+    symbolic under ``torch.export`` instead of being baked in as a constant.
+    """
+
+    def __init__(self, invocation: Invocation, inner: nn.Module | None, ctx: CallContext) -> None:
+        super().__init__()
+        self.invocation = invocation
+        self.inner = inner
+        self.ctx = ctx
+
+    def _value(self, arg: Arg, x: torch.Tensor, positions: torch.Tensor) -> object:
+        if isinstance(arg, Slot):
+            if arg.name == "x":
+                return x
+            if arg.name == "positions":
+                return positions
+            if arg.name == "positions_1d":
+                return positions[0]
+            if arg.name == "seq_len":
+                return x.shape[_seq_axis(self.invocation)]
+        return self.invocation.resolve(arg, self.ctx)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor) -> object:
+        binding = self.invocation.plan.binding
+        args = [self._value(a, x, positions) for a in binding.args]
+        kwargs = {k: self._value(a, x, positions) for k, a in binding.kwargs}
+        fn = self.inner if self.inner is not None else self.invocation.target
+        return fn(*args, **kwargs)  # type: ignore[operator]
+
+
+def _seq_axis(invocation: Invocation) -> int:
+    return 1 if invocation.plan.seq_axis is None else invocation.plan.seq_axis
+
+
+def _inputs(invocation: Invocation, ctx: CallContext) -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.zeros(invocation.x_shape(ctx), dtype=ctx.dtype, device=ctx.device)
+    return x, ctx.positions[None, :]
+
+
+def _context(head_dim: int, base: float, positions: torch.Tensor,
+             device: str = "cpu") -> CallContext:
+    return CallContext(head_dim, base, positions.to(device), torch.float32, torch.device(device))
+
+
+def export_check(invocation: Invocation, pair: tuple[int, float]) -> CheckResult:
+    """Export with a dynamic sequence length, then run the program at an unseen length."""
+    head_dim, base = pair
+    trace_ctx = _context(head_dim, base, torch.arange(EXPORT_TRACE_LENGTH))
+    check_ctx = _context(head_dim, base, torch.arange(EXPORT_CHECK_LENGTH))
+    seq = torch.export.Dim("seq", min=2, max=1 << 20)
+    dynamic = {"x": {_seq_axis(invocation): seq}, "positions": {1: seq}}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            wrapper = _TensorInputs(invocation,
+                                    invocation.instantiate(head_dim, base, torch.device("cpu")),
+                                    trace_ctx)
+            program = torch.export.export(wrapper, _inputs(invocation, trace_ctx),
+                                          dynamic_shapes=dynamic)
+            got = program.module()(*_inputs(invocation, check_ctx))
+    except Exception as exc:  # export failures come in many types
+        return CheckResult("export", False, f"torch.export with a dynamic length failed: "
+                                            f"{one_line(exc)}")
+    try:
+        table = invocation.read(got, check_ctx)
+    except Exception as exc:
+        return CheckResult("export", False, f"exported output not readable: {one_line(exc)}")
+    with torch.no_grad():
+        eager = invocation.read(
+            _TensorInputs(invocation, invocation.instantiate(head_dim, base, torch.device("cpu")),
+                          check_ctx)(*_inputs(invocation, check_ctx)),
+            check_ctx,
+        )
+    drift = max(float((table.first - eager.first).abs().max()),
+                float((table.second - eager.second).abs().max()) if table.second is not None
+                else 0.0)
+    if not drift <= EXPORT_ATOL:
+        return CheckResult("export", False,
+                           f"exported program differs from eager by {drift:.3g} at length "
+                           f"{EXPORT_CHECK_LENGTH}")
+    note = ("; the graph holds an autocast node" if "autocast" in program.graph_module.code
+            else "")
+    return CheckResult("export", True,
+                       f"exported with a dynamic length; matches eager at length "
+                       f"{EXPORT_CHECK_LENGTH}{note}")
+
+
+def _poison(module: nn.Module) -> None:
+    """``to_empty`` leaves memory uninitialised; make whatever is not loaded visibly wrong."""
+    with torch.no_grad():
+        for tensor in [*module.parameters(), *module.buffers()]:
+            if tensor.is_floating_point() or tensor.is_complex():
+                tensor.fill_(float("nan"))
+            elif tensor.dtype == torch.bool:
+                tensor.fill_(False)
+            else:
+                tensor.fill_(-(2**31))
+
+
+def meta_check(invocation: Invocation, pair: tuple[int, float]) -> CheckResult:
+    """Forward on the meta device; then meta -> to_empty -> load_state_dict -> forward."""
+    head_dim, base = pair
+    meta = torch.device("meta")
+    meta_ctx = _context(head_dim, base, torch.arange(EXPORT_TRACE_LENGTH), "meta")
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            with meta:
+                module = invocation.instantiate(head_dim, base, meta)
+                invocation.call(module, meta_ctx)
+    except Exception as exc:
+        return CheckResult("meta", False, f"forward on the meta device failed: {one_line(exc)}")
+    if module is None:
+        return CheckResult("meta", True, "runs on the meta device (a function holds no state)")
+    positions = torch.tensor(DISCOVERY_POSITIONS, dtype=torch.long)
+    ctx = _context(head_dim, base, positions)
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            reference_module = invocation.instantiate(head_dim, base, torch.device("cpu"))
+            assert reference_module is not None
+            loaded = module.to_empty(device="cpu")
+            _poison(loaded)
+            loaded.load_state_dict(reference_module.state_dict())
+            table = invocation.read(invocation.call(loaded, ctx), ctx)
+    except Exception as exc:
+        return CheckResult("meta", False, f"meta -> to_empty -> load_state_dict -> forward "
+                                          f"failed: {one_line(exc)}")
+    result = compare(table, invocation.reading.layout, Reference(positions, head_dim, base))
+    if not result.passed:
+        return CheckResult("meta", False,
+                           "after meta -> to_empty -> load_state_dict the output is wrong "
+                           f"(max error {result.max_error:.3g}): state outside the state dict "
+                           "was never filled")
+    return CheckResult("meta", True, "meta forward runs; meta -> to_empty -> load_state_dict "
+                                     "-> forward matches the reference")

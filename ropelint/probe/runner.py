@@ -1,0 +1,100 @@
+"""Run the probe matrix on a loaded class or function: ``run_matrix``."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from ropelint.probe.checks import export_check, meta_check
+from ropelint.probe.compare import Reference, compare
+from ropelint.probe.invoke import CallContext, Invocation, discover, one_line
+from ropelint.probe.matrix import (
+    DEFAULT_PAIRS,
+    autocast_context,
+    build_cases,
+    default_autocasts,
+    default_positions,
+    device_of,
+)
+from ropelint.probe.readings import ReadError, dtype_name
+from ropelint.probe.results import Case, CaseResult, ProbeReport
+
+
+def run_matrix(
+    target: object,
+    *,
+    positions: Sequence[int] | None = None,
+    head_dims_bases: Sequence[tuple[int, float]] | None = None,
+    autocasts: Sequence[str] | None = None,
+    init: str | Mapping[str, object] | None = None,
+    call: str | None = None,
+    export: bool = False,
+    meta: bool = False,
+    symbol: str | None = None,
+) -> ProbeReport:
+    """Probe ``target`` (a rotary ``nn.Module`` class or a table-building function).
+
+    Defaults: the notes' 24 cases + 6 controls over ``default_positions()``; CUDA autocast
+    cases are added when CUDA is available. ``init``/``call`` take the same text as the
+    ``--init``/``--call`` options. Raises ``ProbeSetupError`` when it cannot build or call.
+    """
+    name = symbol or getattr(target, "__qualname__", repr(target))
+    pos = tuple(default_positions() if positions is None else positions)
+    if not pos or min(pos) < 0:
+        raise ValueError("positions must be non-negative and non-empty")
+    pairs = tuple(head_dims_bases) if head_dims_bases else DEFAULT_PAIRS
+    chosen = tuple(autocasts) if autocasts else default_autocasts(torch.cuda.is_available())
+    invocation = discover(target, name, pair=pairs[0], init=init, call=call)
+    if invocation.fixed_head_dim or invocation.fixed_base:
+        # A literal from --init pins the module; the reference must use the same values.
+        pairs = tuple(dict.fromkeys(
+            (invocation.fixed_head_dim or d, invocation.fixed_base or b) for d, b in pairs))
+    position_tensor = torch.tensor(pos, dtype=torch.long)
+    references = {pair: Reference(position_tensor, *pair) for pair in pairs}
+    results = tuple(
+        run_case(invocation, case, references[(case.head_dim, case.base)])
+        for case in build_cases(pairs, chosen)
+    )
+    checks = []
+    if export:
+        checks.append(export_check(invocation, pairs[0]))
+    if meta:
+        checks.append(meta_check(invocation, pairs[0]))
+    return ProbeReport(name, results, invocation.describe(), tuple(checks))
+
+
+def prepare_module(invocation: Invocation, case: Case, device: torch.device) -> torch.nn.Module | None:
+    """Build in float32, then convert the way mixed-precision setups do."""
+    module = invocation.instantiate(case.head_dim, case.base, device)
+    if module is None:
+        return None  # functions hold no state; the case dtype reaches them as ``dtype``
+    module.to(device)
+    if not case.control:
+        module.to(getattr(torch, case.module_dtype))
+        if case.cast_back:
+            module.float()
+    return module
+
+
+def run_case(invocation: Invocation, case: Case, reference: Reference) -> CaseResult:
+    device = torch.device(device_of(case.autocast))
+    try:
+        with warnings.catch_warnings():
+            # Casting a complex buffer to bfloat16 warns; the comparison reports it better.
+            warnings.simplefilter("ignore")
+            module = prepare_module(invocation, case, device)
+            ctx = CallContext(case.head_dim, case.base, reference.positions.to(device),
+                              getattr(torch, case.activation_dtype), device)
+            with torch.no_grad(), autocast_context(case.autocast):
+                output = invocation.call(module, ctx)
+            table = invocation.read(output, ctx)
+    except ReadError as exc:
+        return CaseResult(case, False,
+                          error=f"output not readable as {invocation.reading.describe()}: {exc}")
+    except Exception as exc:  # the user's code raising under this case is a failed case
+        return CaseResult(case, False, error=one_line(exc))
+    result = compare(table, invocation.reading.layout, reference)
+    return CaseResult(case, result.passed, dtype_name(table.dtype), result.max_error,
+                      result.worst_ratio, result.first_failing_position)
