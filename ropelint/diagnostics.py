@@ -32,7 +32,15 @@ class AddImport:
     statement: str
 
 
-NodeEdit = Replace | DeleteLines | AddImport
+@dataclass(frozen=True)
+class InsertAfterStatement:
+    """Insert ``code`` as a new line after the statement that holds ``node``, at its indentation."""
+
+    node: cst.CSTNode
+    code: str
+
+
+NodeEdit = Replace | DeleteLines | AddImport | InsertAfterStatement
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from . import segments
-from .diagnostics import AddImport, DeleteLines, Diagnostic, FileError, Finding, FixInfo, Replace, TextEdit
+from .diagnostics import (AddImport, DeleteLines, Diagnostic, FileError, Finding, FixInfo, InsertAfterStatement, Replace,
+                          TextEdit)
 from .imports import ImportTable, scan_imports
 from .model.interpreter import FileModel, analyse
 from .rules import BY_CODE, RuleContext
@@ -173,15 +174,8 @@ def _to_diagnostics(path: str, text: str, findings: list[Finding], positions: _P
         rng = positions.range(finding.node)
         line = selection.to_file_line(rng.start.line)
         end_line = selection.to_file_line(rng.end.line)
-        stmt_line = line
-        best = None
-        for srng in statements:
-            if (srng.start.line, srng.start.column) <= (rng.start.line, rng.start.column) and \
-                    (srng.end.line, srng.end.column) >= (rng.end.line, rng.end.column):
-                if best is None or (srng.start.line, srng.start.column) > (best.start.line, best.start.column):
-                    best = srng
-        if best is not None:
-            stmt_line = selection.to_file_line(best.start.line)
+        best = _statement_of(rng, statements)
+        stmt_line = selection.to_file_line(best.start.line) if best is not None else line
         if suppressed(finding.code, lines, line, stmt_line):
             continue
         fix = None
@@ -194,9 +188,28 @@ def _to_diagnostics(path: str, text: str, findings: list[Finding], positions: _P
     return tuple(sorted(out, key=lambda d: d.sort_key))
 
 
+def _statement_of(rng: CodeRange, statements: list[CodeRange]) -> CodeRange | None:
+    """The innermost statement whose range holds ``rng``."""
+    best = None
+    for srng in statements:
+        if (srng.start.line, srng.start.column) <= (rng.start.line, rng.start.column) and \
+                (srng.end.line, srng.end.column) >= (rng.end.line, rng.end.column):
+            if best is None or (srng.start.line, srng.start.column) > (best.start.line, best.start.column):
+                best = srng
+    return best
+
+
 def _text_edits(edits, positions: _Positions, selection: segments.Selection, starts: list[int], text: str,
                 imports: ImportTable, newline: str):  # type: ignore[no-untyped-def]
     for edit in edits:
+        if isinstance(edit, InsertAfterStatement):
+            stmt = _statement_of(positions.range(edit.node), positions.statements())
+            if stmt is None:
+                continue
+            last = selection.to_file_line(stmt.end.line)
+            offset = starts[min(last, len(starts) - 1)]
+            yield TextEdit(offset, offset, " " * stmt.start.column + edit.code + newline)
+            continue
         if isinstance(edit, AddImport):
             if edit.statement in text:
                 continue

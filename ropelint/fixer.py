@@ -26,7 +26,7 @@ def apply_edits(text: str, diagnostics: list[Diagnostic]) -> tuple[str, int]:
     count = 0
     for diag in diagnostics:
         assert diag.fix is not None
-        edits = [e for e in diag.fix.edits if e not in accepted]
+        edits = [e for e in dict.fromkeys(diag.fix.edits) if e not in accepted]
         clash = any(e.start < a.end and a.start < e.end or (e.start == a.start and e.end == a.end == e.start)
                     for e in edits for a in accepted)
         if clash:

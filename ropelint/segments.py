@@ -20,6 +20,7 @@ _ROTARY_LITERALS = ("freq", "phase", "polar", "_cis", "rotary", "rope", "Rotary"
 # A power with an operand on the left (``**kwargs`` has none).
 _POWER = re.compile(r"[\w)\]]\s*\*\*\s*[(\-\w.]|\bpow\(|\bexp\(")
 _TRIG = re.compile(r"\.(?:cos|sin)\(\)|\b(?:cos|sin)\(")
+_WRAPPER = re.compile(r"return\s+[\w.]*autocast\(|\byield\b")
 _DEF_NAME = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)")
 _ROTARY_NAME = re.compile(r"rotary|rope|freq|sincos|sinusoid|position|pos_?emb|\bcis\b", re.IGNORECASE)
 
@@ -71,9 +72,9 @@ def _interesting(segment: str, first_line: str, lines: int) -> bool:
     name = _DEF_NAME.match(first_line)
     if name and (ranged or trig) and _ROTARY_NAME.search(name.group(1)):
         return True
-    # A short function that opens an autocast region may be a local guard wrapper.
-    return lines <= WRAPPER_MAX_LINES and ("autocast" in segment or "custom_fwd" in segment) \
-        and first_line.lstrip().startswith(("def ", "@"))
+    # A short function that returns (or yields inside) a disabled autocast may be a local guard wrapper.
+    return lines <= WRAPPER_MAX_LINES and "autocast" in segment and first_line.lstrip().startswith(("def ", "@")) \
+        and ("enabled" in segment or "float32" in segment) and _WRAPPER.search(segment) is not None
 
 
 @dataclass(frozen=True)

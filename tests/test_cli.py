@@ -39,7 +39,7 @@ def test_check_finds_matmul_phase_and_exits_1(bad_file: Path):
     result = run("check", "--no-cache", str(bad_file))
     assert result.exit_code == 1
     assert f"{bad_file.name}:22:18: RPL003" in result.output.replace(str(bad_file), bad_file.name)
-    assert "Found 2 findings (1 fixable) in 1 file." in result.output
+    assert "Found 2 findings (2 fixable) in 1 file." in result.output
     assert "Traceback" not in result.output
 
 
@@ -61,7 +61,8 @@ def test_json_output_lists_finding_with_path_and_line(bad_file: Path):
     assert rpl003["symbol"] == "LlamaRotaryEmbedding.forward"
     assert (rpl003["column"], rpl003["end_line"], rpl003["end_column"]) == (18, 22, 59)
     assert rpl003["fix"] == {"safety": "safe", "description": "form the phase as an elementwise float32 product"}
-    assert next(d for d in data if d["code"] == "RPL002")["fix"] is None
+    rpl002 = next(d for d in data if d["code"] == "RPL002")
+    assert rpl002["fix"]["safety"] == "safe" and "float32" in rpl002["fix"]["description"]
 
 
 def test_syntax_error_beside_bad_file(tmp_path: Path, bad_file: Path):
@@ -106,13 +107,14 @@ def test_fix_write_then_idempotent_then_check_clean_of_rpl003(bad_file: Path):
     first = run("fix", "--no-cache", "--write", str(bad_file))
     fixed = bad_file.read_text()
     assert "inv_freq_expanded * position_ids_expanded" in fixed
-    assert first.exit_code == 1  # RPL002 has no fix yet and remains
+    assert "rope_runtime.inv_freq(*self._inv_freq_spec, device=position_ids.device)" in fixed
+    assert first.exit_code == 0, first.output  # every finding had a safe fix: nothing remains
     assert (bad_file.stat().st_mode & 0o777) == mode
     second = run("fix", "--no-cache", "--write", str(bad_file))
     assert bad_file.read_text() == fixed
     assert "Fixed 0 findings" in second.output
     check = run("check", "--no-cache", "--format", "json", str(bad_file))
-    assert "RPL003" not in {d["code"] for d in json.loads(check.stdout)}
+    assert check.exit_code == 0 and json.loads(check.stdout) == []
     compile(fixed, str(bad_file), "exec")
 
 
@@ -186,6 +188,8 @@ def test_installed_executable_subprocess(tmp_path: Path, bad_file: Path, good_fi
     diff = subprocess.run([EXE, "fix", "--no-cache", str(bad_file)], capture_output=True, text=True, env=env)
     assert diff.returncode == 1 and "+++ b/" in diff.stdout
     write = subprocess.run([EXE, "fix", "--no-cache", "--write", str(bad_file)], capture_output=True, text=True)
-    assert write.returncode == 1 and "inv_freq_expanded * position_ids_expanded" in bad_file.read_text()
+    assert write.returncode == 0 and "inv_freq_expanded * position_ids_expanded" in bad_file.read_text()
+    again = subprocess.run([EXE, "check", "--no-cache", str(bad_file)], capture_output=True, text=True)
+    assert again.returncode == 0, again.stdout
     version = subprocess.run([sys.executable, "-m", "ropelint", "--version"], capture_output=True, text=True)
     assert version.stdout.strip() == f"ropelint {__version__}"

@@ -145,6 +145,7 @@ class Interpreter:
         self.summaries: dict[str, Summary] = {}
         self.in_progress: set[str] = set()
         self.wrappers: dict[str, str] = {}  # function name -> "disabled" | "passthrough"
+        self._tuple_items: dict[int, tuple[Val, ...]] = {}
 
     # ----------------------------------------------------------------- driver
     def run(self) -> FileModel:
@@ -424,7 +425,8 @@ class Interpreter:
 
     def _items_of(self, node: cst.BaseExpression, frame: Frame) -> tuple[Val, ...] | None:
         if isinstance(node, (cst.Tuple, cst.List)):
-            return tuple(self._eval(el.value, frame) for el in node.elements)
+            cached = self._tuple_items.get(id(node))
+            return cached if cached is not None else tuple(self._eval(el.value, frame) for el in node.elements)
         if isinstance(node, cst.Name) and node.value in frame.items:
             return frame.items[node.value]
         if isinstance(node, cst.Call):
@@ -591,6 +593,7 @@ class Interpreter:
             return self._subscript(node, base)
         if isinstance(node, (cst.Tuple, cst.List)):
             vals = [self._eval(el.value, frame) for el in node.elements]
+            self._tuple_items[id(node)] = tuple(vals)  # read back by _items_of: evaluate once
             out = UNKNOWN
             for v in vals:
                 out = v if out is UNKNOWN else join(out, v)

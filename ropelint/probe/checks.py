@@ -61,7 +61,7 @@ def _inputs(invocation: Invocation, ctx: CallContext) -> tuple[torch.Tensor, tor
 
 def _context(head_dim: int, base: float, positions: torch.Tensor,
              device: str = "cpu") -> CallContext:
-    return CallContext(head_dim, base, positions.to(device), torch.float32, torch.device(device))
+    return CallContext.make(head_dim, base, positions, torch.float32, device)
 
 
 def export_check(invocation: Invocation, pair: tuple[int, float]) -> CheckResult:
@@ -100,7 +100,8 @@ def export_check(invocation: Invocation, pair: tuple[int, float]) -> CheckResult
         return CheckResult("export", False,
                            f"exported program differs from eager by {drift:.3g} at length "
                            f"{EXPORT_CHECK_LENGTH}")
-    note = ("; the graph holds an autocast node" if "autocast" in program.graph_module.code
+    graphs = [m for m in program.graph_module.modules() if isinstance(m, torch.fx.GraphModule)]
+    note = ("; the graph holds an autocast node" if any("autocast" in g.code for g in graphs)
             else "")
     return CheckResult("export", True,
                        f"exported with a dynamic length; matches eager at length "

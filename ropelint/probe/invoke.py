@@ -45,11 +45,14 @@ class CallContext:
     positions: torch.Tensor  # int64 [S] on ``device``
     dtype: torch.dtype  # dtype of the activations (the module's state dtype)
     device: torch.device
+    length: int  # for targets that take a length: rows 0..N-1 cover every position
 
-    @property
-    def length(self) -> int:
-        """Table length for targets that take a length: rows 0..N-1 cover every position."""
-        return int(self.positions.max()) + 1
+    @classmethod
+    def make(cls, head_dim: int, base: float, positions: torch.Tensor, dtype: torch.dtype,
+             device: torch.device | str) -> CallContext:
+        """``positions`` on the CPU; the length is read there (a meta tensor has no values)."""
+        device = torch.device(device)
+        return cls(head_dim, base, positions.to(device), dtype, device, int(positions.max()) + 1)
 
 
 def one_line(exc: BaseException) -> str:
@@ -138,7 +141,9 @@ class Invocation:
         """A fresh float32 module (None for a function target)."""
         if self.constructor is None:
             return None
-        ctx = CallContext(head_dim, base, torch.zeros(1, dtype=torch.long), torch.float32, device)
+        ctx = CallContext.make(head_dim, base, torch.zeros(1, dtype=torch.long, device="cpu"),
+                               torch.float32,
+                               device)
         binding = self.constructor.binding
         args, kwargs = self.arguments(binding.args, binding.kwargs, ctx)
         module = self.target(*args, **kwargs)  # type: ignore[operator]
@@ -192,7 +197,7 @@ def discover(target: object, name: str, *, pair: tuple[int, float],
     device = torch.device("cpu")
     positions = torch.tensor(DISCOVERY_POSITIONS, dtype=torch.long)
     reference = Reference(positions, head_dim, base)
-    ctx = CallContext(head_dim, base, positions, torch.float32, device)
+    ctx = CallContext.make(head_dim, base, positions, torch.float32, device)
     tried: list[str] = []
     best: tuple[float, Invocation] | None = None
     for plan in plans:

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from ropelint.probe.signature import LENGTH_NAMES, MAX_POSITION_NAMES, POSITION_NAMES
+
 
 class LoadError(Exception):
     """The file or symbol could not be loaded."""
@@ -72,33 +74,39 @@ _HELPERS = ("apply_", "rotate_")
 
 def _looks_rotary(name: str) -> bool:
     lower = name.lower()
-    if lower.startswith(_HELPERS) or lower.startswith(tuple("_" + h for h in _HELPERS)):
-        return False  # apply_rotary_pos_emb / rotate_half consume tables, they don't build them
     if "rotary" in lower or "freqs_cis" in lower:
         return True
     return bool(_ROPE_WORD.search(name)) and not any(word in lower for word in _NOT_ROPE)
 
 
 def heuristic_symbols(path: str) -> list[str]:
-    """Top-level classes with a ``forward`` and functions that look like rotary builders.
+    """Public top-level classes with a ``forward``, and functions that look like builders.
 
     Used when ``ropelint.api.find_rotary_symbols`` is not available. A name mentioning
-    rotary/rope/freqs_cis qualifies, and so does code that mentions ``inv_freq``.
+    rotary/rope/freqs_cis qualifies, and so does code that mentions ``inv_freq``; a function
+    must also take a length or positions, since helpers that only build inverse frequencies
+    or apply a rotation cannot be probed on their own. Private names are skipped: name them
+    with PATH::SYMBOL.
     """
     source = Path(path).read_text(encoding="utf-8")
     tree = ast.parse(source, filename=path)
     found: list[str] = []
     for node in tree.body:
-        if isinstance(node, ast.ClassDef):
-            has_forward = any(isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
-                              and item.name == "forward" for item in node.body)
-            if not has_forward:
-                continue
-        elif not isinstance(node, ast.FunctionDef):
+        if not isinstance(node, (ast.ClassDef, ast.FunctionDef)) or node.name.startswith("_"):
             continue
+        if isinstance(node, ast.ClassDef):
+            if not any(isinstance(item, ast.FunctionDef) and item.name == "forward"
+                       for item in node.body):
+                continue
+        else:
+            names = {a.arg for a in (*node.args.posonlyargs, *node.args.args,
+                                     *node.args.kwonlyargs)}
+            if not names & (LENGTH_NAMES | POSITION_NAMES | MAX_POSITION_NAMES):
+                continue
         segment = ast.get_source_segment(source, node) or ""
-        if _looks_rotary(node.name) or ("inv_freq" in segment and not node.name.lower()
-                                        .startswith(_HELPERS)):
+        if node.name.lower().startswith(_HELPERS):
+            continue  # apply_rotary_pos_emb / rotate_half consume tables, they don't build them
+        if _looks_rotary(node.name) or "inv_freq" in segment:
             found.append(node.name)
     return found
 

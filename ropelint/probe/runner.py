@@ -85,8 +85,8 @@ def run_case(invocation: Invocation, case: Case, reference: Reference) -> CaseRe
             # Casting a complex buffer to bfloat16 warns; the comparison reports it better.
             warnings.simplefilter("ignore")
             module = prepare_module(invocation, case, device)
-            ctx = CallContext(case.head_dim, case.base, reference.positions.to(device),
-                              getattr(torch, case.activation_dtype), device)
+            ctx = CallContext.make(case.head_dim, case.base, reference.positions,
+                                   getattr(torch, case.activation_dtype), device)
             with torch.no_grad(), autocast_context(case.autocast):
                 output = invocation.call(module, ctx)
             table = invocation.read(output, ctx)

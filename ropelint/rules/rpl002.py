@@ -1,14 +1,22 @@
 from __future__ import annotations
 
-from ..model.events import Product
+import libcst as cst
+
+from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, Replace
+from ..model.events import Product, Registration
+from ..model.names import string_value
+from ..model.values import Role, StateKind, StateRead
 from .base import Rule, RuleContext
+from .construction import assigned_value, match_default
+
+RUNTIME_IMPORT = "from ropelint import runtime as rope_runtime"
 
 
 class InvFreqInModuleState(Rule):
     code = "RPL002"
     name = "rope-inv-freq-in-module-state"
     summary = "inverse frequencies kept in a floating buffer or Parameter feed the phase"
-    fix_availability = "none"
+    fix_availability = "sometimes"
 
     def check(self, ctx: RuleContext) -> None:
         for product in ctx.model.products:
@@ -16,15 +24,125 @@ class InvFreqInModuleState(Rule):
                 if read.ref.follows_module_casts and not self._repaired(ctx, product, read.ref.name):
                     self._report(ctx, product, read)
 
-    def _report(self, ctx: RuleContext, product: Product, read) -> None:  # type: ignore[no-untyped-def]
+    def _report(self, ctx: RuleContext, product: Product, read: StateRead) -> None:
         ref = read.ref
         message = (f"inverse frequencies `self.{ref.name}` ({ref.describe()} registered at line "
                    f"{ctx.line_of(ref.node)}) feed the phase at line {ctx.line_of(product.node)}; "
                    f"`module.bfloat16()`/`.half()` round them and `.float()` at use restores nothing")
-        ctx.report(self.code, read.node, message, product.scope)
+        fix, why = self._fix(ctx, product, read)
+        if fix is None and why:
+            message += f" (no automatic fix: {why})"
+        ctx.report(self.code, read.node, message, product.scope, fix)
 
     @staticmethod
     def _repaired(ctx: RuleContext, product: Product, name: str) -> bool:
         cls_name = product.scope.symbol.split(".")[0]
         info = ctx.model.classes.get(cls_name)
         return info is not None and name in info.repaired
+
+    def _fix(self, ctx: RuleContext, product: Product, read: StateRead) -> tuple[FixPlan | None, str]:
+        ref = read.ref
+        if ref.kind is StateKind.PARAMETER:
+            return None, "a Parameter may be learned, so it cannot be rebuilt from its construction"
+        family = self._family(ctx, ref.node)
+        registrations = [r for r in ctx.model.registrations
+                         if r.ref.name == ref.name and r.scope.symbol.split(".")[0] in family]
+        if len(registrations) != 1 or registrations[0].ref is not ref:
+            return None, f"`{ref.name}` is registered more than once in this class hierarchy"
+        reg = registrations[0]
+        if reg.scope.symbol.rsplit(".", 1)[-1] != "__init__" or not isinstance(reg.scope.node, cst.FunctionDef):
+            return None, f"`{ref.name}` is (re)built outside `__init__`"
+        if self._assigned_elsewhere(ctx, ref.name, reg, family):
+            return None, f"`self.{ref.name}` is reassigned after construction (e.g. dynamic scaling)"
+        value = self._registered_expression(reg)
+        if value is None:
+            return None, "the registered value is not a single expression"
+        if isinstance(value, cst.Name):
+            value = assigned_value(reg.scope.node, value.value, reg.node)
+            if value is None:
+                return None, "the frequencies are assigned more than once before registration"
+        spec = match_default_or_none(ctx, value)
+        if spec is None:
+            return None, ("the construction is not the default `1 / (base ** (arange(0, dim, 2) / dim))`; "
+                          "rebuild it in float32 inside forward with the module's own code")
+        dim_code, base_code = spec
+        device = self._device(product)
+        spec_attr = f"_{ref.name.strip('_')}_spec"
+        init_line = f"self.{spec_attr} = ({dim_code}, {base_code})  # ropelint: float32 rebuild of `{ref.name}`"
+        call = f"rope_runtime.inv_freq(*self.{spec_attr}, device={device})"
+        return FixPlan(
+            "safe",
+            f"rebuild `{ref.name}` in float32 on the positions' device in forward (the buffer stays registered)",
+            (InsertAfterStatement(reg.node, init_line), Replace(read.node, call), AddImport(RUNTIME_IMPORT)),
+        ), ""
+
+    @staticmethod
+    def _registered_expression(reg: Registration) -> cst.BaseExpression | None:
+        node = reg.node
+        if isinstance(node, cst.Call):
+            args = [a for a in node.args if a.keyword is None]
+            name = string_value(args[0].value) if args else None
+            if name is not None and len(args) >= 2:
+                return args[1].value
+            value = next((a.value for a in node.args if a.keyword and a.keyword.value == "tensor"), None)
+            return value
+        value = getattr(node, "value", None)
+        if isinstance(value, cst.Call) and value.args:  # self.x = nn.Buffer(expr, ...)
+            return value.args[0].value
+        return None
+
+    @staticmethod
+    def _family(ctx: RuleContext, node: cst.CSTNode) -> set[str]:
+        """The class that registered ``node`` with its same-file bases and subclasses."""
+        classes = ctx.model.classes
+        owner = next((name for name, info in classes.items()
+                      if any(r.node is node for r in ctx.model.registrations if r.scope.symbol.split(".")[0] == name)),
+                     None)
+        if owner is None:
+            return set(classes)
+        family = {owner}
+        changed = True
+        while changed:
+            changed = False
+            for name, info in classes.items():
+                related = name in family or any(b in family for b in info.bases) \
+                    or any(name in classes[f].bases for f in family if f in classes)
+                if related and name not in family:
+                    family.add(name)
+                    changed = True
+        return family
+
+    @staticmethod
+    def _assigned_elsewhere(ctx: RuleContext, name: str, reg: Registration, family: set[str]) -> bool:
+        for cls_name, info in ctx.model.classes.items():
+            if cls_name not in family:
+                continue
+            for method in info.methods.values():
+                if method is reg.scope.node:
+                    continue
+                code = ctx.code(method.body)
+                if f"self.{name} =" in code or f'"{name}"' in code or f"'{name}'" in code:
+                    return True
+        return False
+
+    @staticmethod
+    def _device(product: Product) -> str:
+        scope = product.scope
+        for param in scope.params:
+            if param in ("position_ids", "positions", "pos", "position", "t", "seq", "cache_position"):
+                return f"{param}.device"
+        if scope.activation is not None:
+            return f"{scope.activation}.device"
+        if "device" in scope.params:
+            return "device"
+        return f"self.{product.freq.read.ref.name}.device" if product.freq.read else "None"
+
+
+def match_default_or_none(ctx: RuleContext, value: cst.BaseExpression) -> tuple[str, str] | None:
+    spec = match_default(value, ctx.module, ctx.imports)
+    if spec is None:
+        return None
+    return ctx.code(spec.dim), ctx.code(spec.base)
+
+
+__all__ = ["InvFreqInModuleState", "Role"]
