@@ -94,6 +94,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--small-file", type=Path, help="file for the single-file row (default: built-in snippet)")
     ap.add_argument("--no-ruff-default", action="store_true", help="skip the ruff default-rules row")
     ap.add_argument("--no-others", action="store_true", help="skip torchfix/fixit even if installed")
+    ap.add_argument("--no-ropelint", action="store_true", help="only the reference rows (baseline numbers)")
     ap.add_argument("--no-tree-mem", action="store_true",
                     help="do not sample the process tree's PSS (report only ru_maxrss)")
     ap.add_argument("--json", type=Path, dest="json_out", help="write results to this JSON file")
@@ -171,9 +172,11 @@ def main(argv=None) -> int:
             findings["ruff-default"] = ruff_findings(m.runs[-1].stdout)
 
     # ---- ropelint -----------------------------------------------------------
-    rl = common.ropelint_command()
+    rl = None if args.no_ropelint else common.ropelint_command()
     cold = warm = small = fill = None
-    if rl is None:
+    if args.no_ropelint:
+        pass
+    elif rl is None:
         print("ropelint not runnable: no ropelint/__main__.py in this checkout and no `ropelint` on PATH")
         notes.append("ropelint missing")
     else:

@@ -151,6 +151,7 @@ class PackageResult:
     wheel_mb: float = 0.0
     skipped: str = ""
     error: str = ""
+    checked: bool = False  # the normal run went through
     wall_s: float = float("nan")
     findings: list = dataclasses.field(default_factory=list)
     full_wall_s: float = float("nan")
@@ -248,6 +249,7 @@ def main(argv=None) -> int:
             print(f"{pkg.label}: ropelint failed: {err}")
             continue
         res.findings = sorted(found, key=lambda f: (f.path, f.line, f.code))
+        res.checked = True
         line = f"{pkg.label}: {res.files} files, {len(res.findings)} findings, {res.wall_s:.2f} s"
         if args.miss_rate:
             full, res.full_wall_s, err = run_check(rl_cmd, env, tree, args.jobs, args.timeout, True)
@@ -262,13 +264,14 @@ def main(argv=None) -> int:
 
     # ---- summary ------------------------------------------------------------
     ran = [r for r in results if not r.skipped and not r.error]
-    codes = sorted({f.code for r in ran for f in r.findings} | {f.code for r in ran for f in (r.full_findings or ())})
+    codes = sorted({f.code for r in results for f in r.findings}
+                   | {f.code for r in ran for f in (r.full_findings or ())})
     rows = []
     for r in results:
         counts = collections.Counter(f.code for f in r.findings)
-        status = r.skipped and "skipped" or r.error and "ERROR" or "ok"
-        rows.append([r.pkg.label, r.files or "-", r.wall_s, len(r.findings) if status == "ok" else "-",
-                     *[counts.get(c, 0) if status == "ok" else "-" for c in codes], status])
+        status = "skipped" if r.skipped else "ERROR" if r.error else "ok"
+        rows.append([r.pkg.label, r.files or "-", r.wall_s, len(r.findings) if r.checked else "-",
+                     *[counts.get(c, 0) if r.checked else "-" for c in codes], status])
     summary = common.fmt_table(["package", "files", "wall s", "findings", *codes, "status"], rows)
 
     miss_table = ""
@@ -307,7 +310,9 @@ def main(argv=None) -> int:
     for r in results:
         out.append(f"== {r.pkg.label}  ({r.files} files)  {r.tree}")
         if r.skipped or r.error:
-            out += [f"   {r.skipped or r.error}", ""]
+            out.append(f"   {r.skipped or r.error}")
+        if not r.checked:
+            out.append("")
             continue
         for code, n in sorted(collections.Counter(f.code for f in r.findings).items()):
             out.append(f"   {code}: {n}")

@@ -840,7 +840,7 @@ class Interpreter:
         if tail in ("pow", "float_power") and len(vals) >= 2:
             return self._power(node, vals[0], vals[1], frame)
         if tail == "exp" and vals:
-            return self._exp(node, vals[0], frame)
+            return self._exp(node, vals[0], frame, pos[0])
         if tail in ("log", "sqrt", "abs", "log2", "log10", "floor", "ceil") and qn.startswith("math."):
             return Val(frozenset({Role.SCALAR}))
         if tail in ("where", "lerp", "clamp", "clip", "maximum", "minimum"):
@@ -938,7 +938,7 @@ class Interpreter:
             res = self._product_or_arith(node, "matmul", receiver, vals[0], frame, [node.func.value, pos[0]])  # type: ignore[attr-defined]
             return res or UNKNOWN
         if method in ("exp",):
-            return self._exp(node, receiver, frame)
+            return self._exp(node, receiver, frame, node.func.value)  # type: ignore[attr-defined]
         if method == "pow" and vals:
             return self._arith(receiver, vals[0], cst.Power(), node, frame)
         if method in ("reciprocal",):
@@ -1021,8 +1021,10 @@ class Interpreter:
             return val
         return self._arith(base, exponent, cst.Power(), node, frame)
 
-    def _exp(self, node: cst.CSTNode, arg: Val, frame: Frame) -> Val:
-        if arg.has(Role.ARANGE) and arg.scaled:
+    def _exp(self, node: cst.CSTNode, arg: Val, frame: Frame, arg_node: cst.CSTNode | None = None) -> Val:
+        # ``exp(-log(base) * arange / half)``: without the log it is a decay or a slope, not a frequency.
+        has_log = arg_node is not None and "log" in self.module.code_for_node(arg_node)
+        if arg.has(Role.ARANGE) and arg.scaled and has_log:
             dt = Dt.RUNTIME if arg.dtype is Dt.INT else arg.dtype
             val = Val(frozenset({Role.INV_FREQ}), dt, site=arg.site if dt.can_be_16bit else None)
             self.model.inv_freqs.append(InvFreqBuilt(node, val, frame.scope))

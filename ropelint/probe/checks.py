@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import warnings
+from collections.abc import Iterator
 
 import torch
 from torch import nn
@@ -50,6 +53,20 @@ class _TensorInputs(nn.Module):
         return fn(*args, **kwargs)  # type: ignore[operator]
 
 
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Export failures are reported in one line; keep torch's own warnings and logs out."""
+    logger = logging.getLogger("torch")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
 def _seq_axis(invocation: Invocation) -> int:
     return 1 if invocation.plan.seq_axis is None else invocation.plan.seq_axis
 
@@ -72,8 +89,7 @@ def export_check(invocation: Invocation, pair: tuple[int, float]) -> CheckResult
     seq = torch.export.Dim("seq", min=2, max=1 << 20)
     dynamic = {"x": {_seq_axis(invocation): seq}, "positions": {1: seq}}
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with _quiet():
             wrapper = _TensorInputs(invocation,
                                     invocation.instantiate(head_dim, base, torch.device("cpu")),
                                     trace_ctx)
