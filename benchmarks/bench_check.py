@@ -6,18 +6,23 @@ below), which holds exactly 2,912 ``.py`` files -- the tree size named in the
 speed goals.  (Counted: 4.51.3 has 1,799, 4.55.4 2,075, 4.57.6 2,214,
 5.0.0 2,061, 5.10.4 2,433, 5.20.2 2,764, 5.24.0 2,912.)
 
-In one run, on the same unpacked tree, each measured ``--repeat`` times
-(min and median wall reported):
+In one run, on the same unpacked tree, each measured ``--repeat`` times in
+interleaved rounds (ruff-F, ruff-default, cold, warm, small; then again), so
+that load from other work on a shared machine hits reference and ropelint
+alike; min and median wall reported:
 
   ruff-F          ruff check --no-cache --isolated --no-respect-gitignore --select F .
   ruff-default    ruff check --no-cache --isolated --no-respect-gitignore .
   ropelint-cold   ropelint check . --no-cache --format json
-  ropelint-fill   ropelint check . --cache-dir FRESH --format json   (once: fills the cache)
+  ropelint-fill   ropelint check . --cache-dir FRESH --format json   (once, first: fills the cache)
   ropelint-warm   ropelint check . --cache-dir FRESH --format json   (cache filled)
   ropelint-small  ropelint check SMALL_FILE --no-cache               (one ~20-line rotary file)
   torchfix / fixit  if installed (``python -m torchfix`` / ``fixit`` on PATH), ``--other-repeat`` times
 
-``--isolated`` keeps ruff from reading a ``[tool.ruff]`` table of this
+ropelint runs with ``PYTHONSAFEPATH=1`` and its bytecode cached under
+``WORK/pycache`` (see ``common.ropelint_command``); the findings of the cold,
+fill and warm runs must be identical (a difference is printed as CACHE
+MISMATCH).  ``--isolated`` keeps ruff from reading a ``[tool.ruff]`` table of this
 checkout (the tree lives under ``benchmarks/.work``); ``--no-respect-gitignore``
 because ``benchmarks/.work`` is git-ignored.  Ruff exits 1 when it finds
 something; that is expected.  ropelint exit 0/1 is success, anything else is
@@ -41,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import sys
@@ -141,15 +147,14 @@ def main(argv=None) -> int:
     if info["load_1min"] is not None and info["load_1min"] > 0.5:
         print("WARNING: the machine is busy; wall times will be noisy (compare the cpu s column too)")
 
-    results: list[common.Measurement] = []
     notes: list[str] = []
-    findings: dict[str, int | None] = {}
     versions: dict[str, str] = {}
     T = args.timeout
+    specs: list[common.Spec] = []
+    results: list[common.Measurement] = []
 
     # ---- ruff ---------------------------------------------------------------
     ruff = common.find_ruff()
-    ruff_f = None
     if ruff is None:
         print(common.RUFF_INSTALL_HINT)
         notes.append("ruff missing: no reference rows, no ratios")
@@ -160,20 +165,13 @@ def main(argv=None) -> int:
         ruff_files = sum(1 for ln in shown.stdout.splitlines() if ln.strip().endswith(".py"))
         if ruff_files != files:
             print(f"NOTE: ruff --show-files lists {ruff_files} .py files, the tree has {files}")
-        print(f"running {versions['ruff']} ...")
-        ruff_f = common.measure("ruff-F", [*base, "--select", "F", "."], files, args.repeat,
-                                cwd=tree, timeout=T, sample_tree=sample)
-        results.append(ruff_f)
-        findings["ruff-F"] = ruff_findings(ruff_f.runs[-1].stdout)
+        specs.append(common.Spec("ruff-F", [*base, "--select", "F", "."], files, args.repeat, cwd=tree))
         if not args.no_ruff_default:
-            m = common.measure("ruff-default", [*base, "."], files, args.repeat,
-                               cwd=tree, timeout=T, sample_tree=sample)
-            results.append(m)
-            findings["ruff-default"] = ruff_findings(m.runs[-1].stdout)
+            specs.append(common.Spec("ruff-default", [*base, "."], files, args.repeat, cwd=tree))
 
     # ---- ropelint -----------------------------------------------------------
-    rl = None if args.no_ropelint else common.ropelint_command()
-    cold = warm = small = fill = None
+    rl = None if args.no_ropelint else common.ropelint_command(pycache_dir=work / "pycache")
+    cache_dir = work / "cache" / f"check-{os.getpid()}-{int(time.time())}"
     if args.no_ropelint:
         pass
     elif rl is None:
@@ -181,55 +179,33 @@ def main(argv=None) -> int:
         notes.append("ropelint missing")
     else:
         rl_cmd, rl_env = rl
-        versions["ropelint"] = common.tool_version(rl_cmd, rl_env)
+        versions["ropelint"] = common.tool_version(rl_cmd, rl_env)  # also compiles its bytecode
         jobs = ["--jobs", str(args.jobs)] if args.jobs else []
-        print(f"running ropelint ({' '.join(rl_cmd)}) ...")
-
-        cold = common.measure("ropelint-cold", [*rl_cmd, "check", ".", "--no-cache", "--format", "json", *jobs],
-                              files, args.repeat, cwd=tree, env=rl_env, timeout=T, sample_tree=sample)
-        results.append(cold)
-        cold_set = None
-        if cold.ok:
-            findings["ropelint-cold"] = ropelint_findings(cold.runs[-1].stdout)
-            try:
-                cold_set = set(common.parse_findings(cold.runs[-1].stdout))
-            except ValueError as e:
-                notes.append(f"ropelint JSON output not understood: {e}")
-
-        cache_dir = work / "cache" / f"check-{int(time.time())}"
-        shutil.rmtree(cache_dir, ignore_errors=True)
         cached = [*rl_cmd, "check", ".", "--cache-dir", str(cache_dir), "--format", "json", *jobs]
-        fill = common.measure("ropelint-fill", cached, files, 1, cwd=tree, env=rl_env, timeout=T,
-                              sample_tree=sample)
-        results.append(fill)
-        if fill.ok:
-            warm = common.measure("ropelint-warm", cached, files, args.repeat, cwd=tree, env=rl_env,
-                                  timeout=T, sample_tree=sample)
-            results.append(warm)
-            if warm.ok:
-                findings["ropelint-warm"] = ropelint_findings(warm.runs[-1].stdout)
-                try:
-                    warm_set = set(common.parse_findings(warm.runs[-1].stdout))
-                except ValueError:
-                    warm_set = None
-                if cold_set is not None and warm_set is not None and warm_set != cold_set:
-                    msg = (f"CACHE MISMATCH: warm run reports {len(warm_set)} findings, cold {len(cold_set)}; "
-                           f"{len(cold_set - warm_set)} only cold, {len(warm_set - cold_set)} only warm")
-                    print(msg)
-                    notes.append(msg)
+        # fill the cache first (timed once, reported), so the warm rows can join the rounds
         shutil.rmtree(cache_dir, ignore_errors=True)
-
+        print("filling ropelint's cache ...")
+        [fill] = common.measure_rounds([common.Spec("ropelint-fill", cached, files, 1, tree, rl_env)],
+                                       timeout=T, sample_tree=sample)
+        results.append(fill)
+        specs.append(common.Spec("ropelint-cold", [*rl_cmd, "check", ".", "--no-cache", "--format", "json", *jobs],
+                                 files, args.repeat, tree, rl_env))
+        if fill.ok:
+            specs.append(common.Spec("ropelint-warm", cached, files, args.repeat, tree, rl_env))
         small_file = args.small_file
         if small_file is None:
             small_file = work / "small" / "rope_small.py"
             small_file.parent.mkdir(parents=True, exist_ok=True)
             small_file.write_text(SMALL_FILE_SOURCE)
-        small = common.measure("ropelint-small", [*rl_cmd, "check", str(small_file.resolve()), "--no-cache"],
-                               1, max(args.repeat, 5), cwd=small_file.resolve().parent, env=rl_env,
-                               timeout=T, sample_tree=sample)
-        results.append(small)
+        small_file = small_file.resolve()
+        specs.append(common.Spec("ropelint-small", [*rl_cmd, "check", str(small_file), "--no-cache"],
+                                 1, max(args.repeat, 5), small_file.parent, rl_env))
 
-    # ---- optional other linters ----------------------------------------------
+    print(f"timing {', '.join(s.name for s in specs)}: {args.repeat} interleaved rounds ...")
+    results[:0] = common.measure_rounds(specs, timeout=T, sample_tree=sample)
+    shutil.rmtree(cache_dir, ignore_errors=True)
+
+    # ---- optional other linters (slow: after the rounds) ----------------------
     if not args.no_others:
         for name, sub in (("torchfix", []), ("fixit", ["lint"])):
             cmd = common.optional_tool(name, name)
@@ -239,9 +215,35 @@ def main(argv=None) -> int:
             versions[name] = common.tool_version(cmd)
             print(f"running {name} ({args.other_repeat}x) ...")
             # these exit non-zero when they find something; only a timeout or a crash counts as failure
-            m = common.measure(name, [*cmd, *sub, "."], files, args.other_repeat, cwd=tree, timeout=T,
-                               ok_codes=tuple(range(0, 64)), sample_tree=sample)
-            results.append(m)
+            results.append(common.measure(name, [*cmd, *sub, "."], files, args.other_repeat, cwd=tree,
+                                          timeout=T, ok_codes=tuple(range(0, 64)), sample_tree=sample))
+
+    order = ["ruff-F", "ruff-default", "ropelint-cold", "ropelint-fill", "ropelint-warm", "ropelint-small"]
+    results.sort(key=lambda m: order.index(m.name) if m.name in order else len(order))
+    by_name = {m.name: m for m in results}
+    ruff_f, cold, warm = by_name.get("ruff-F"), by_name.get("ropelint-cold"), by_name.get("ropelint-warm")
+    fill, small = by_name.get("ropelint-fill"), by_name.get("ropelint-small")
+    findings: dict[str, int | None] = {}
+    for m in results:
+        if m.ok and m.name.startswith("ruff"):
+            findings[m.name] = ruff_findings(m.runs[-1].stdout)
+        elif m.ok and m.name in ("ropelint-cold", "ropelint-fill", "ropelint-warm"):
+            findings[m.name] = ropelint_findings(m.runs[-1].stdout)
+    sets = {}
+    for m in (cold, fill, warm):
+        if m is not None and m.ok:
+            try:
+                sets[m.name] = set(common.parse_findings(m.runs[-1].stdout))
+            except ValueError as e:
+                notes.append(f"{m.name}: ropelint JSON output not understood: {e}")
+    if "ropelint-cold" in sets:
+        for other in ("ropelint-fill", "ropelint-warm"):
+            if other in sets and sets[other] != sets["ropelint-cold"]:
+                a_, b_ = sets["ropelint-cold"], sets[other]
+                msg = (f"CACHE MISMATCH: {other} reports {len(b_)} findings, cold {len(a_)}; "
+                       f"{len(a_ - b_)} only cold, {len(b_ - a_)} only {other}")
+                print(msg)
+                notes.append(msg)
 
     # ---- report -------------------------------------------------------------
     ref = ruff_f.wall_median if ruff_f is not None and ruff_f.ok else float("nan")

@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     print(f"tree: {label}, copied to {copy}  ({files} .py files)")
     common.warm_page_cache(copy)
 
-    rl = common.ropelint_command()
+    rl = common.ropelint_command(pycache_dir=work / "pycache")
     if rl is None:
         print("ropelint not runnable: no ropelint/__main__.py in this checkout and no `ropelint` on PATH")
         return 2

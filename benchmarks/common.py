@@ -454,6 +454,38 @@ class Measurement:
         }
 
 
+@dataclasses.dataclass
+class Spec:
+    """One row of a benchmark: a command and how often to time it."""
+
+    name: str
+    cmd: list[str]
+    files: int
+    repeat: int
+    cwd: Path | str | None = None
+    env: dict[str, str] | None = None
+    ok_codes: tuple[int, ...] = (0, 1)
+
+
+def measure_rounds(specs: Sequence[Spec], timeout: float | None = None, sample_tree: bool = True,
+                   progress=None) -> list[Measurement]:
+    """Time every spec, interleaved: round 1 runs each spec once, then round 2...
+
+    On a machine shared with other work the load drifts over a run; with the
+    rows interleaved the reference (ruff) and ropelint see the same drift, so
+    their ratio stays meaningful.  A spec that fails is not run again.
+    """
+    ms = [Measurement(s.name, [str(c) for c in s.cmd], s.files, [], s.ok_codes) for s in specs]
+    for rnd in range(max((s.repeat for s in specs), default=0)):
+        for s, m in zip(specs, ms):
+            if rnd >= s.repeat or (m.runs and not m.ok):
+                continue
+            if progress:
+                progress(f"  round {rnd + 1}: {s.name}")
+            m.runs.append(run_timed(s.cmd, cwd=s.cwd, env=s.env, timeout=timeout, sample_tree=sample_tree))
+    return ms
+
+
 def measure(
     name: str,
     cmd: Sequence[str],
@@ -508,12 +540,14 @@ def tool_version(cmd: Sequence[str], env: dict[str, str] | None = None) -> str:
         return f"? ({e})"
 
 
-def ropelint_command() -> tuple[list[str], dict[str, str]] | None:
+def ropelint_command(pycache_dir: Path | str | None = None) -> tuple[list[str], dict[str, str]] | None:
     """How to run ropelint, and the environment to run it in.
 
     ``python -m ropelint`` from this checkout (``ropelint/__main__.py``, put
     first on PYTHONPATH so the working tree is what gets measured), else the
-    ``ropelint`` executable on PATH.  The environment never carries
+    ``ropelint`` executable on PATH.  With ``pycache_dir``, bytecode is
+    written and read there (``PYTHONPYCACHEPREFIX``), so no run pays for
+    compiling ropelint and the checkout stays untouched.  The environment never carries
     ``ROPELINT_NO_PREFILTER``; callers add it explicitly.  It sets
     ``PYTHONSAFEPATH=1`` (Python >= 3.11) because the scripts run ropelint
     with the linted tree as working directory, and ``python -m`` would
@@ -523,6 +557,12 @@ def ropelint_command() -> tuple[list[str], dict[str, str]] | None:
     env = dict(os.environ)
     env.pop(NO_PREFILTER_ENV, None)
     env["PYTHONSAFEPATH"] = "1"
+    if pycache_dir is not None:
+        # An installed ropelint has its bytecode compiled; a checkout run with
+        # PYTHONDONTWRITEBYTECODE=1 (set on some machines) would recompile every
+        # module at every start, ~70 ms on the small-file timing.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(pycache_dir)
     if (REPO_ROOT / "ropelint" / "__main__.py").exists():
         env["PYTHONPATH"] = os.pathsep.join(
             [str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])

@@ -208,7 +208,7 @@ def main(argv=None) -> int:
     work = args.work_dir.resolve()
     report_path = args.report or work / "survey-report.txt"
     pkgs = [parse_spec(s) for s in args.packages] if args.packages else DEFAULT_PACKAGES
-    rl = common.ropelint_command()
+    rl = common.ropelint_command(pycache_dir=work / "pycache")
     if rl is None:
         print("ropelint not runnable: no ropelint/__main__.py in this checkout and no `ropelint` on PATH")
         return 2

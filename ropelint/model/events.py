@@ -61,6 +61,7 @@ class Trig:
     node: cst.Call
     arg: Val
     scope: Scope
+    guard: Guard | None = None
 
 
 @dataclass(frozen=True)

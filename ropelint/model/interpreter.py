@@ -982,7 +982,10 @@ class Interpreter:
         if arg.param is not None and not arg.roles - {Role.POSITIONS}:
             frame.trig_params.add(arg.param)
         if arg.has(Role.PHASE) and not numpy:
-            self.model.trigs.append(Trig(node, arg, frame.scope))
+            guard = frame.guards[-1] if frame.guards else None
+            self.model.trigs.append(Trig(node, arg, frame.scope, guard))
+            if guard is not None and guard not in self.model.guards:
+                self.model.guards.append(guard)
         if arg.param is not None:
             frame.trig_params.add(arg.param)
         roles = frozenset({Role.TABLE}) if arg.has(Role.PHASE) or arg.has(Role.INV_FREQ) else arg.roles

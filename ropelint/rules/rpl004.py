@@ -30,11 +30,13 @@ class AutocastGuard(Rule):
     def check(self, ctx: RuleContext) -> None:
         for guard in ctx.model.guards:
             products = [p for p in ctx.model.products if p.guard is guard]
-            if not products:
+            trigs = [t for t in ctx.model.trigs if t.guard is guard]
+            if not products and not trigs:
                 continue
-            message = (f"phase at line {ctx.line_of(products[0].node)} computed under a disabled-autocast guard: "
-                       f"it breaks forward on the meta device and leaves an autocast node in exported graphs; "
-                       f"an elementwise float32 phase needs no guard")
+            what = (f"phase at line {ctx.line_of(products[0].node)} computed" if products
+                    else f"cos/sin of the phase at line {ctx.line_of(trigs[0].node)} taken")
+            message = (f"{what} under a disabled-autocast guard: it breaks forward on the meta device and leaves an "
+                       f"autocast node in exported graphs; float32 elementwise phase code needs no guard")
             ctx.report(self.code, guard.node, message, guard.scope, self._fix(ctx, guard, products))
 
     def _fix(self, ctx: RuleContext, guard: Guard, products: list[Product]) -> FixPlan | None:

@@ -1,0 +1,534 @@
+"""``ropelint probe``: tolerance maths, the matrix, inference, scores of known shapes, CLI.
+
+The scores follow ROPE_NOTES section 4: every buffer-based shape fails all 24 cases (its
+float32 controls pass), the int-cast shape fails its controls too, and the float32
+recompute pattern passes 24/24. Each module under tests/probe_modules is probed once.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from click.testing import CliRunner  # noqa: E402
+
+from ropelint.probe import ProbeReport, ProbeSetupError, run_matrix  # noqa: E402
+from ropelint.probe.command import TORCH_MISSING, probe  # noqa: E402
+from ropelint.probe.compare import Reference, compare  # noqa: E402
+from ropelint.probe.loader import heuristic_symbols, load_file, split_target  # noqa: E402
+from ropelint.probe.matrix import (  # noqa: E402
+    CPU_AUTOCASTS,
+    DEFAULT_PAIRS,
+    build_cases,
+    default_positions,
+    pairs_from,
+    parse_positions,
+)
+from ropelint.probe.readings import Table  # noqa: E402
+from ropelint.probe.tolerance import (  # noqa: E402
+    float32_term,
+    trig_tolerance,
+    ulp,
+    wrapped_angle_error,
+)
+
+MODULES = Path(__file__).parent / "probe_modules"
+REPO = Path(__file__).resolve().parents[1]
+# Explicit, so a CUDA machine (which adds CUDA autocast cases by default) scores the same.
+CPU = ",".join(CPU_AUTOCASTS)
+
+
+@functools.lru_cache(maxsize=None)
+def report_for(file: str, symbol: str) -> ProbeReport:
+    module = load_file(str(MODULES / file))
+    return run_matrix(getattr(module, symbol), autocasts=CPU_AUTOCASTS, symbol=symbol)
+
+
+# --- tolerance maths -------------------------------------------------------------------
+
+
+def test_float32_term_matches_the_notes() -> None:
+    positions = torch.tensor([0, 1, 32767, 131071])
+    got = float32_term(positions)
+    assert got.dtype == torch.float64
+    assert got[0] == 2 * 2.0**-24 + 2.0**-23  # 2**-22
+    assert got[2] == 2 * 32768 * 2.0**-24 + 2.0**-23
+    # The notes' bound for correct float32 code, 1.34 * (pos + 1) * 2**-24, fits inside.
+    assert (1.34 * (positions + 1) * 2.0**-24 < got).all()
+
+
+@pytest.mark.parametrize(
+    "value,dtype,expected",
+    [
+        (1.0, torch.bfloat16, 2.0**-7),
+        (0.999, torch.bfloat16, 2.0**-8),
+        (0.5, torch.bfloat16, 2.0**-8),
+        (0.4999, torch.bfloat16, 2.0**-9),
+        (-0.75, torch.float16, 2.0**-11),
+        (1.0, torch.float16, 2.0**-10),
+        (1e-5, torch.float16, 2.0**-24),  # float16 subnormal spacing
+        (0.0, torch.float16, 2.0**-24),
+        (0.0, torch.bfloat16, 2.0**-133),
+    ],
+)
+def test_ulp_known_values(value: float, dtype: torch.dtype, expected: float) -> None:
+    assert float(ulp(torch.tensor([value], dtype=torch.float64), dtype)[0]) == expected
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_ulp_is_the_gap_to_the_next_representable_number(dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    values = (torch.rand(2000, dtype=torch.float64) * 2).to(dtype)  # representable in dtype
+    values = values[values > 0]
+    gap = torch.nextafter(values, torch.full_like(values, math.inf)).double() - values.double()
+    assert torch.equal(ulp(values.double(), dtype), gap)
+
+
+def test_trig_tolerance_adds_an_ulp_only_for_16_bit_output() -> None:
+    ref = torch.tensor([[1.0, 0.3]], dtype=torch.float64)
+    positions = torch.tensor([10])
+    f32 = trig_tolerance(ref, positions, torch.float32)
+    bf16 = trig_tolerance(ref, positions, torch.bfloat16)
+    assert torch.equal(f32, float32_term(positions)[:, None].expand(1, 2))
+    assert torch.equal(bf16 - f32, ulp(ref, torch.bfloat16))
+
+
+def test_wrapped_angle_error() -> None:
+    f64 = torch.float64
+    got = wrapped_angle_error(torch.tensor([2 * math.pi - 1e-3, math.pi + 0.1, 0.5], dtype=f64),
+                              torch.tensor([0.0, -math.pi + 0.1, 0.25], dtype=f64))
+    assert torch.allclose(got, torch.tensor([1e-3, 0.0, 0.25], dtype=torch.float64), atol=1e-12)
+
+
+def _reference_table(positions: torch.Tensor, dtype: torch.dtype) -> tuple[Reference, Table]:
+    reference = Reference(positions, 64, 1e4)
+    cos, sin = reference.trig("half")
+    table = Table("trig", cos.to(dtype).double(), sin.to(dtype).double(), dtype)
+    return reference, table
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_rounded_reference_passes_two_ulps_off_fails(dtype: torch.dtype) -> None:
+    positions = torch.arange(0, 3000)
+    reference, rounded = _reference_table(positions, dtype)
+    assert compare(rounded, "half", reference).passed
+    # Move one element two steps of `dtype` away from its rounded value.
+    cos = rounded.first.to(dtype)
+    row = 1234
+    step = torch.nextafter(cos[row, 3:4], torch.tensor([math.inf], dtype=dtype))
+    twice = torch.nextafter(step, torch.tensor([math.inf], dtype=dtype))
+    if dtype == torch.float32:
+        # float32's own allowance covers many ulps; exceed it by construction instead.
+        twice = cos[row, 3:4] + 3 * float(float32_term(torch.tensor([row]))[0])
+    bad = cos.clone()
+    bad[row, 3] = twice[0]
+    result = compare(Table("trig", bad.double(), rounded.second, dtype), "half", reference)
+    assert not result.passed
+    assert result.first_failing_position == row
+
+
+def test_nan_fails_instead_of_comparing_false() -> None:
+    positions = torch.arange(0, 100)
+    reference, table = _reference_table(positions, torch.float32)
+    first = table.first.clone()
+    first[70, 0] = math.nan
+    result = compare(Table("trig", first, table.second, torch.float32), "half", reference)
+    assert not result.passed
+    assert result.first_failing_position == 70
+    assert math.isinf(result.max_error)
+
+
+def test_layout_matters() -> None:
+    positions = torch.arange(0, 500)
+    reference, table = _reference_table(positions, torch.float32)
+    assert compare(table, "half", reference).passed
+    assert not compare(table, "interleaved", reference).passed
+
+
+# --- matrix ----------------------------------------------------------------------------
+
+
+def test_default_matrix_is_24_cases_plus_6_controls() -> None:
+    cases = build_cases(DEFAULT_PAIRS, CPU_AUTOCASTS)
+    matrix = [c for c in cases if not c.control]
+    controls = [c for c in cases if c.control]
+    assert len(matrix) == 24 and len(set(matrix)) == 24
+    assert len(controls) == 6
+    assert {c.module_dtype for c in matrix} == {"float16", "bfloat16"}
+    assert {c.module_dtype for c in controls} == {"float32"}
+    assert {(c.head_dim, c.base) for c in cases} == {(64, 1e4), (128, 5e5)}
+
+
+def test_default_positions_cover_the_edges_and_stay_small() -> None:
+    positions = default_positions()
+    assert list(positions) == sorted(set(positions))
+    assert set(range(0, 2113)) <= set(positions)  # 257 (bfloat16) and 2049 (float16) inside
+    assert {8192, 32767, 32768, 32769, 131070, 131073} <= set(positions)
+    assert len(positions) < 2600
+
+
+def test_parse_positions() -> None:
+    assert parse_positions("0-10:5,7") == (0, 5, 7, 10)
+    assert parse_positions("3") == (3,)
+    widened = parse_positions("default,262143")
+    assert widened[-1] == 262143 and len(widened) == len(default_positions()) + 1
+    for bad in ("", "5-1", "a", "1-4:0"):
+        with pytest.raises(ValueError):
+            parse_positions(bad)
+
+
+def test_pairs_from() -> None:
+    assert pairs_from(None, None) == DEFAULT_PAIRS
+    assert pairs_from((256,), None) == ((256, 1e4), (256, 5e5))
+    assert pairs_from((64,), (1e6,)) == ((64, 1e6),)
+
+
+# --- scores of known shapes (ROPE_NOTES section 4) ----------------------------------------
+
+BUGGY_CLASSES = [
+    ("a_cached_tables.py", "CachedRotaryEmbedding"),
+    ("b_matmul_guard.py", "GuardedRotaryEmbedding"),
+    ("c_elementwise_buffer.py", "ConfigRotaryEmbedding"),
+    ("d_einsum_type_as.py", "NeoXRotaryEmbedding"),
+]
+CORRECT = [
+    ("f_float32_recompute.py", "Float32RotaryEmbedding"),
+    ("f_float32_recompute.py", "Float32ConfigRotary"),
+    ("f_float32_recompute.py", "InterleavedRotary"),
+    ("f_float32_recompute.py", "PhaseRotary"),
+    ("f_float32_recompute.py", "HelperRotary"),
+    ("g_freqs_cis.py", "precompute_freqs_cis"),
+    ("h_rope_cache.py", "build_rope_cache_fixed"),
+]
+
+
+def _assert_separated(report: ProbeReport) -> None:
+    """Passing cases sit well below their tolerance, failing ones far above (the notes)."""
+    for result in report.cases:
+        if result.error is not None:
+            continue
+        assert result.worst_ratio is not None
+        if result.passed:
+            assert result.worst_ratio < 0.99, result
+        else:
+            assert result.worst_ratio > 600, result
+
+
+@pytest.mark.parametrize("file,symbol", BUGGY_CLASSES)
+def test_buffer_based_shapes_fail_every_case(file: str, symbol: str) -> None:
+    report = report_for(file, symbol)
+    assert (report.passed, report.total) == (0, 24)
+    assert (report.controls_passed, report.controls_total) == (6, 6)
+    for result in report.matrix:
+        # The rounded inverse frequencies bite almost at once.
+        if result.error is None:
+            assert result.first_failing_position is not None
+            assert result.first_failing_position < 300
+    _assert_separated(report)
+
+
+def test_cast_to_integer_dtype_fails_the_controls_too() -> None:
+    report = report_for("e_cast_to_positions.py", "IntCastRotaryEmbedding")
+    assert (report.passed, report.controls_passed) == (0, 0)
+    assert "wrong even in float32" in report.how
+
+
+@pytest.mark.parametrize("file,symbol", CORRECT)
+def test_float32_recompute_shapes_pass_24_of_24(file: str, symbol: str) -> None:
+    report = report_for(file, symbol)
+    assert (report.passed, report.total) == (24, 24)
+    assert (report.controls_passed, report.controls_total) == (6, 6)
+    assert report.ok
+    _assert_separated(report)
+
+
+def test_reading_and_call_inference() -> None:
+    how = {symbol: report_for(file, symbol).how for file, symbol in CORRECT}
+    assert "forward(x={x}, position_ids={positions})" in how["Float32RotaryEmbedding"]
+    assert "config={config}" in how["Float32ConfigRotary"]
+    assert "seq_len={seq_len}" in how["InterleavedRotary"] and "interleaved" in how["InterleavedRotary"]
+    assert "the phase" in how["PhaseRotary"]
+    assert "end={seq_len}" in how["precompute_freqs_cis"] and "complex" in how["precompute_freqs_cis"]
+    assert "stack((cos, sin), -1)" in how["build_rope_cache_fixed"]
+    neox = report_for("d_einsum_type_as.py", "NeoXRotaryEmbedding").how
+    assert "forward(x={x})" in neox  # (x, seq_dim) with the default seq_dim
+
+
+def test_position_cast_fails_exactly_where_the_dtype_stops_being_exact() -> None:
+    report = report_for("i_positions_to_x_dtype.py", "PositionCastRotary")
+    assert (report.passed, report.controls_passed) == (12, 6)
+    for result in report.matrix:
+        if result.case.cast_back:
+            assert result.passed  # float32 state again: nothing is cast
+        elif result.case.module_dtype == "bfloat16":
+            assert result.first_failing_position == 257  # 257 -> 256
+        else:
+            assert result.first_failing_position == 2049  # 2049 -> 2048
+    _assert_separated(report)
+
+
+def test_complex_buffer_loses_its_imaginary_part() -> None:
+    report = report_for("g_freqs_cis.py", "ComplexBufferRotary")
+    assert (report.passed, report.controls_passed) == (0, 6)
+    assert all("complex" in (r.error or "") for r in report.matrix)
+
+
+def test_functions_take_the_case_dtype_as_their_dtype_argument() -> None:
+    """lit-gpt style: positions and inverse frequencies built in `dtype`. Functions hold no
+    state, so the cast-back cases call them with float32 and pass."""
+    report = report_for("h_rope_cache.py", "build_rope_cache")
+    assert (report.passed, report.controls_passed) == (12, 6)
+    assert all(r.passed == r.case.cast_back for r in report.matrix)
+    assert {r.output_dtype for r in report.matrix if not r.case.cast_back} == {"float16", "bfloat16"}
+
+
+def test_narrowed_matrix_and_literal_init() -> None:
+    module = load_file(str(MODULES / "f_float32_recompute.py"))
+    report = run_matrix(module.Float32RotaryEmbedding, positions=range(0, 600, 7),
+                        head_dims_bases=[(32, 1e6)], autocasts=["off"])
+    assert (report.passed, report.total, report.controls_total) == (4, 4, 1)
+    pinned = run_matrix(module.Float32RotaryEmbedding, positions=range(100),
+                        autocasts=["off"], init="dim=128,base=5e5")
+    assert {(r.case.head_dim, r.case.base) for r in pinned.cases} == {(128, 5e5)}
+    assert pinned.ok
+
+
+# --- inference failures and overrides ---------------------------------------------------
+
+ODD = textwrap.dedent(
+    """
+    import torch
+    from torch import nn
+
+
+    class OddRotary(nn.Module):
+        def __init__(self, size, freq):
+            super().__init__()
+            self.size, self.freq = size, freq
+
+        def forward(self, scale, ids, extra):
+            exponent = torch.arange(0, self.size, 2, dtype=torch.float32) / self.size
+            angles = ids[..., None].float() * (1.0 / self.freq ** exponent)
+            return (angles.cos() * scale, angles.sin() * scale)
+    """
+)
+
+
+@pytest.fixture()
+def odd_file(tmp_path: Path) -> Path:
+    path = tmp_path / "odd.py"
+    path.write_text(ODD)
+    return path
+
+
+def test_uninferable_constructor_says_what_it_tried(odd_file: Path) -> None:
+    module = load_file(str(odd_file))
+    with pytest.raises(ProbeSetupError) as info:
+        run_matrix(module.OddRotary, positions=range(10), autocasts=["off"])
+    message = str(info.value)
+    assert "size" in message and "--init" in message and "head_dim" in message
+
+
+def test_uninferable_call_lists_attempts_then_init_and_call_work(odd_file: Path) -> None:
+    module = load_file(str(odd_file))
+    with pytest.raises(ProbeSetupError) as info:
+        run_matrix(module.OddRotary, positions=range(10), autocasts=["off"],
+                   init="size={head_dim},freq={base}")
+    assert "--call" in str(info.value)
+    report = run_matrix(module.OddRotary, positions=range(0, 3000, 3), autocasts=CPU_AUTOCASTS,
+                        init="size={head_dim},freq={base}",
+                        call="scale=1.0,ids={positions_1d},extra=None")
+    assert (report.passed, report.total) == (24, 24)
+    assert "plain" not in report.how and "one column per frequency" in report.how
+
+
+# --- --export / --meta ------------------------------------------------------------------
+
+
+def test_export_and_meta_checks() -> None:
+    correct = load_file(str(MODULES / "f_float32_recompute.py"))
+    guarded = load_file(str(MODULES / "b_matmul_guard.py"))
+    cached = load_file(str(MODULES / "a_cached_tables.py"))
+    kwargs = dict(positions=range(50), autocasts=["off"], head_dims_bases=[(64, 1e4)],
+                  export=True, meta=True)
+    ok = run_matrix(correct.Float32RotaryEmbedding, **kwargs)
+    assert [(c.name, c.passed) for c in ok.checks] == [("export", True), ("meta", True)]
+    bad = {c.name: c for c in run_matrix(guarded.GuardedRotaryEmbedding, **kwargs).checks}
+    assert bad["meta"].passed is False and "meta device" in bad["meta"].detail
+    assert "autocast node" in bad["export"].detail
+    stale = {c.name: c for c in run_matrix(cached.CachedRotaryEmbedding, **kwargs).checks}
+    assert stale["meta"].passed is False and "load_state_dict" in stale["meta"].detail
+
+
+# --- CLI ---------------------------------------------------------------------------------
+
+CASE_SCHEMA = {
+    "type": "object",
+    "required": ["module_dtype", "cast_back", "head_dim", "base", "autocast", "control",
+                 "passed", "max_error", "first_failing_position", "error"],
+    "additionalProperties": False,
+    "properties": {
+        "module_dtype": {"enum": ["float16", "bfloat16", "float32"]},
+        "cast_back": {"type": "boolean"},
+        "head_dim": {"type": "integer"},
+        "base": {"type": "number"},
+        "autocast": {"enum": ["off", "cpu-bf16", "cpu-fp16", "cuda-bf16", "cuda-fp16"]},
+        "control": {"type": "boolean"},
+        "passed": {"type": "boolean"},
+        "max_error": {"type": ["number", "null"]},
+        "first_failing_position": {"type": ["integer", "null"]},
+        "error": {"type": ["string", "null"]},
+    },
+}
+REPORT_SCHEMA = {
+    "type": "object",
+    "required": ["symbol", "passed", "total", "cases"],
+    "additionalProperties": False,
+    "properties": {
+        "symbol": {"type": "string"},
+        "passed": {"type": "integer", "minimum": 0},
+        "total": {"type": "integer", "minimum": 0},
+        "cases": {"type": "array", "items": CASE_SCHEMA},
+        "error": {"type": "string"},
+        "checks": {"type": "array", "items": {
+            "type": "object", "required": ["name", "passed", "detail"],
+            "properties": {"name": {"enum": ["export", "meta"]},
+                           "passed": {"type": ["boolean", "null"]},
+                           "detail": {"type": "string"}}}},
+    },
+}
+
+
+def _invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(probe, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_cli_text_table_and_verdict() -> None:
+    code, out, _ = _invoke(f"{MODULES / 'f_float32_recompute.py'}::Float32RotaryEmbedding",
+                           "--autocast", CPU)
+    assert code == 0
+    for column in ("case", "output dtype", "max error", "first failing position", "result"):
+        assert column in out
+    assert "24/24 cases pass (controls 6/6)" in out
+
+
+def test_cli_json_schema_and_exit_one() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    code, out, _ = _invoke(f"{MODULES / 'c_elementwise_buffer.py'}::ConfigRotaryEmbedding",
+                           "--autocast", CPU, "--format", "json")
+    assert code == 1
+    data = json.loads(out)
+    jsonschema.validate(data, REPORT_SCHEMA)
+    assert (data["passed"], data["total"], len(data["cases"])) == (0, 24, 30)
+    assert sum(c["passed"] for c in data["cases"] if c["control"]) == 6
+
+
+def test_cli_several_symbols_give_an_array() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    file = MODULES / "h_rope_cache.py"
+    code, out, _ = _invoke(f"{file}::build_rope_cache", f"{file}::build_rope_cache_fixed",
+                           "--autocast", "off", "--positions", "0-3000:3", "--format", "json")
+    assert code == 1
+    data = json.loads(out)
+    jsonschema.validate(data, {"type": "array", "items": REPORT_SCHEMA})
+    assert [(d["passed"], d["total"]) for d in data] == [(4, 8), (8, 8)]
+
+
+def test_cli_path_without_symbol_probes_the_rotary_symbols() -> None:
+    code, out, _ = _invoke(str(MODULES / "i_positions_to_x_dtype.py"), "--autocast", "off",
+                           "--format", "json")
+    data = json.loads(out)
+    assert code == 1
+    assert data["symbol"].endswith("::PositionCastRotary")
+
+
+def test_cli_exit_two_when_it_cannot_build(odd_file: Path) -> None:
+    code, out, err = _invoke(f"{odd_file}::OddRotary", "--format", "json")
+    assert code == 2
+    data = json.loads(out)
+    assert data["cases"] == [] and "--init" in data["error"]
+    assert "cannot build or call" in err
+
+
+def test_cli_init_and_call_options(odd_file: Path) -> None:
+    code, out, _ = _invoke(f"{odd_file}::OddRotary", "--init", "size={head_dim},freq={base}",
+                           "--call", "scale=1.0,ids={positions_1d},extra=None",
+                           "--autocast", "off", "--positions", "0-200")
+    assert code == 0, out
+    assert "8/8 cases pass (controls 2/2)" in out
+
+
+def test_cli_missing_file_and_symbol(tmp_path: Path) -> None:
+    assert _invoke(f"{tmp_path / 'none.py'}::X")[0] == 2
+    assert _invoke(f"{MODULES / 'h_rope_cache.py'}::nothing_here")[0] == 2
+
+
+def test_cli_bad_option_values_are_usage_errors() -> None:
+    target = f"{MODULES / 'h_rope_cache.py'}::build_rope_cache"
+    assert _invoke(target, "--positions", "9-1")[0] == 2
+    assert _invoke(target, "--head-dims", "63")[0] == 2
+    assert _invoke(target, "--autocast", "tpu-bf16")[0] == 2
+
+
+def test_cli_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
+    code, out, err = _invoke(f"{MODULES / 'h_rope_cache.py'}::build_rope_cache")
+    assert code == 2
+    assert err.strip() == TORCH_MISSING
+    assert out == ""
+
+
+def test_cli_help_warns_that_probing_runs_the_file() -> None:
+    code, out, _ = _invoke("--help")
+    assert code == 0
+    assert "runs its code" in out
+
+
+def test_importing_the_command_does_not_import_torch() -> None:
+    code = ("import sys, ropelint.probe, ropelint.probe.command; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+# --- loading ----------------------------------------------------------------------------
+
+
+def test_split_target() -> None:
+    assert split_target("a/b.py::Rotary") == ("a/b.py", "Rotary")
+    assert split_target("a/b.py") == ("a/b.py", None)
+    assert split_target("c:/x.py::Outer.Inner") == ("c:/x.py", "Outer.Inner")
+
+
+def test_heuristic_symbols(tmp_path: Path) -> None:
+    path = tmp_path / "model.py"
+    path.write_text(textwrap.dedent(
+        """
+        import torch
+        from torch import nn
+
+        def rotate_half(x): ...
+        def apply_rotary_pos_emb(q, k, cos, sin, position_ids=None): ...
+        def _rope_init(dim, base): ...
+        def precompute_freqs_cis(dim, end, theta=10000.0): ...
+        def make_table(seq_len, dim):
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+        class MyRoPE(nn.Module):
+            def forward(self, x, position_ids): ...
+        class Attention(nn.Module):
+            def forward(self, x): ...
+        class PropertyHolder(nn.Module):
+            def forward(self, x): ...
+        class RopeConfig:
+            theta = 1e4
+        """
+    ))
+    assert heuristic_symbols(str(path)) == ["precompute_freqs_cis", "make_table", "MyRoPE"]
