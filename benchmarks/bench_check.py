@@ -180,7 +180,7 @@ def main(argv=None) -> int:
     else:
         rl_cmd, rl_env = rl
         versions["ropelint"] = common.tool_version(rl_cmd, rl_env)  # also compiles its bytecode
-        jobs = ["--jobs", str(args.jobs)] if args.jobs else []
+        jobs = ["--jobs", str(args.jobs)] if args.jobs is not None else []
         cached = [*rl_cmd, "check", ".", "--cache-dir", str(cache_dir), "--format", "json", *jobs]
         # fill the cache first (timed once, reported), so the warm rows can join the rounds
         shutil.rmtree(cache_dir, ignore_errors=True)

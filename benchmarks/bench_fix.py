@@ -99,7 +99,7 @@ def main(argv=None) -> int:
         print("ropelint not runnable: no ropelint/__main__.py in this checkout and no `ropelint` on PATH")
         return 2
     rl_cmd, env = rl
-    extra = (["--unsafe-fixes"] if args.unsafe_fixes else []) + (["--jobs", str(args.jobs)] if args.jobs else [])
+    extra = (["--unsafe-fixes"] if args.unsafe_fixes else []) + (["--jobs", str(args.jobs)] if args.jobs is not None else [])
     cmd = [*rl_cmd, "fix", ".", "--no-cache", *extra]
 
     before = snapshot(copy)

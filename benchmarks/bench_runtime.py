@@ -1,15 +1,18 @@
 """Forward time of the float32 recompute pattern against the cached-buffer shape.
 
-    python benchmarks/bench_runtime.py [--seqs 4096 32768] [--dtype float32|bfloat16]
+    python benchmarks/bench_runtime.py [--seqs 4096 32768] [--dtype float32|bfloat16] [--threads N]
 
 Both modules produce the same (cos, sin) for head_dim 128, base 5e5, batch 1, on CPU:
 
 * recompute: ``ropelint.runtime.rotary_cos_sin`` rebuilds the inverse frequencies in
   float32 on every forward (what ``ropelint fix`` writes);
-* cached: an ``inv_freq`` buffer built once, then the same elementwise product (the
-  transformers 5.x shape, which breaks under ``module.to(torch.bfloat16)``).
+* cached: an ``inv_freq`` buffer built once, then exactly the same elementwise product and
+  trig (isolates the cost of rebuilding the inverse frequencies);
+* hf-5.x: the buffer as transformers 5.x writes it, ``cat((f, f))`` before cos/sin, which
+  does the trigonometry on twice as many elements (breaks under ``module.to(bfloat16)``).
 
-The printed ratio is recompute time / cached time: below 1 means the recompute is not slower.
+``ratio`` is recompute / cached: below 1 means the recompute is not slower. ``vs hf`` is
+recompute / hf-5.x.
 """
 
 from __future__ import annotations
@@ -44,6 +47,13 @@ class CachedBuffer(nn.Module):
         return cos_sin(phase(position_ids, self.inv_freq), dtype=x.dtype)
 
 
+class Hf5Shape(CachedBuffer):
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        freqs = position_ids[..., None].float() * self.inv_freq.float()
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
 def time_forward(
     module: nn.Module, x: torch.Tensor, positions: torch.Tensor, repeats: int
 ) -> float:
@@ -64,23 +74,29 @@ def main() -> None:
     parser.add_argument("--seqs", type=int, nargs="+", default=[4096, 32768])
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="intra-op threads (default: torch's choice)")
     args = parser.parse_args()
     dtype = getattr(torch, args.dtype)
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
           f"head_dim {HEAD_DIM}, batch 1, activations {args.dtype}")
-    print(f"{'seq':>7} {'recompute ms':>13} {'cached ms':>10} {'ratio':>6}")
-    recompute, cached = Recompute(), CachedBuffer()
+    print(f"{'seq':>7} {'recompute ms':>13} {'cached ms':>10} {'hf-5.x ms':>10} "
+          f"{'ratio':>6} {'vs hf':>6}")
+    recompute, cached, hf5 = Recompute(), CachedBuffer(), Hf5Shape()
     for seq in args.seqs:
         x = torch.zeros(1, seq, HEAD_DIM, dtype=dtype)
         positions = torch.arange(seq)[None]
         # Interleave the two so drift in machine load hits both alike.
-        r_times, c_times = [], []
+        times: dict[str, list[float]] = {"r": [], "c": [], "h": []}
         for _ in range(3):
-            r_times.append(time_forward(recompute, x, positions, args.repeats // 3 + 1))
-            c_times.append(time_forward(cached, x, positions, args.repeats // 3 + 1))
-        r, c = min(r_times), min(c_times)
-        print(f"{seq:>7} {r * 1e3:>13.3f} {c * 1e3:>10.3f} {r / c:>6.2f}")
+            for key, module in (("r", recompute), ("c", cached), ("h", hf5)):
+                times[key].append(time_forward(module, x, positions, args.repeats // 3 + 1))
+        r, c, h = (min(times[k]) for k in "rch")
+        print(f"{seq:>7} {r * 1e3:>13.3f} {c * 1e3:>10.3f} {h * 1e3:>10.3f} "
+              f"{r / c:>6.2f} {r / h:>6.2f}")
 
 
 if __name__ == "__main__":

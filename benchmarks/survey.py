@@ -172,7 +172,7 @@ def run_check(rl_cmd, env, tree: Path, jobs, timeout, no_prefilter: bool):
     if no_prefilter:
         env[common.NO_PREFILTER_ENV] = "1"
     cmd = [*rl_cmd, "check", ".", "--format", "json", "--exit-zero", "--no-cache",
-           *(["--jobs", str(jobs)] if jobs else [])]
+           *(["--jobs", str(jobs)] if jobs is not None else [])]
     r = common.run_timed(cmd, cwd=tree, env=env, timeout=timeout, sample_tree=False)
     if r.timed_out or r.returncode != 0:
         why = "timed out" if r.timed_out else f"exit {r.returncode}"

@@ -21,7 +21,8 @@ Why the functions look the way they do:
 
 from __future__ import annotations
 
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 import torch
 

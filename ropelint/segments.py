@@ -18,7 +18,8 @@ from dataclasses import dataclass
 _FILE_WORDS = ("freq", "arange", "autocast", "polar", "rotary", "rope", "Rotary", "RoPE")
 _ROTARY_LITERALS = ("freq", "phase", "polar", "_cis", "rotary", "rope", "Rotary", "sincos", "theta", "omega")
 # A power with an operand on the left (``**kwargs`` has none).
-_POWER = re.compile(r"[\w)\]]\s*\*\*\s*[(\-\w.]|\bpow\(|\bexp\(")
+# Either spaced on both sides or on neither: markdown bold in docstrings (``are **not**``) is neither.
+_POWER = re.compile(r"[\w)\]]\s+\*\*\s+[(\-\w.]|[\w)\]]\*\*[(\-\w]|\bpow\(|\bexp\(")
 _TRIG = re.compile(r"\.(?:cos|sin)\(\)|\b(?:cos|sin)\(")
 _WRAPPER = re.compile(r"return\s+[\w.]*autocast\(|\byield\b")
 _DEF_NAME = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)")
@@ -48,6 +49,13 @@ def _word_at(text: str, word: str, whole: bool) -> bool:
     return False
 
 
+# Words that are rotary values when used as code (``phase = ...``, ``theta**``), prose otherwise.
+_CODE_WORDS = {
+    word: re.compile(rf"(?:[=(\[,*+/-]\s*|^\s*){word}\b|\b{word}\s*(?:[=\[(),:*+/-]|\.\w)", re.MULTILINE)
+    for word in ("phase", "theta", "omega", "angles")
+}
+
+
 def _rotary_vocabulary(segment: str) -> bool:
     if "freq" in segment:
         start = segment.find("freq")
@@ -57,7 +65,7 @@ def _rotary_vocabulary(segment: str) -> bool:
             start = segment.find("freq", start + 1)
     if "sincos" in segment or "polar(" in segment or "_cis" in segment:
         return True
-    return any(_word_at(segment, word, True) for word in ("phase", "rope", "RoPE", "theta", "omega", "angles"))
+    return any(word in segment and _CODE_WORDS[word].search(segment) is not None for word in _CODE_WORDS)
 
 
 def _interesting(segment: str, first_line: str, lines: int) -> bool:

@@ -46,10 +46,19 @@ REPO = Path(__file__).resolve().parents[1]
 CPU = ",".join(CPU_AUTOCASTS)
 
 
-@functools.lru_cache(maxsize=None)
+# Targets that take a length build the whole 0..131073 table in every case (about 0.1 s
+# each on a 2-core CPU). Where the far end is not the point, stop them at 32769.
+NEAR = tuple(p for p in default_positions() if p <= 32769)
+NEAR_ONLY = {"InterleavedRotary", "build_rope_cache", "build_rope_cache_fixed",
+             "ComplexBufferRotary"}
+
+
+@functools.cache
 def report_for(file: str, symbol: str) -> ProbeReport:
     module = load_file(str(MODULES / file))
-    return run_matrix(getattr(module, symbol), autocasts=CPU_AUTOCASTS, symbol=symbol)
+    positions = NEAR if symbol in NEAR_ONLY else None
+    return run_matrix(getattr(module, symbol), autocasts=CPU_AUTOCASTS, symbol=symbol,
+                      positions=positions)
 
 
 # --- tolerance maths -------------------------------------------------------------------
@@ -254,9 +263,11 @@ def test_reading_and_call_inference() -> None:
     how = {symbol: report_for(file, symbol).how for file, symbol in CORRECT}
     assert "forward(x={x}, position_ids={positions})" in how["Float32RotaryEmbedding"]
     assert "config={config}" in how["Float32ConfigRotary"]
-    assert "seq_len={seq_len}" in how["InterleavedRotary"] and "interleaved" in how["InterleavedRotary"]
+    assert "seq_len={seq_len}" in how["InterleavedRotary"]
+    assert "interleaved" in how["InterleavedRotary"]
     assert "the phase" in how["PhaseRotary"]
-    assert "end={seq_len}" in how["precompute_freqs_cis"] and "complex" in how["precompute_freqs_cis"]
+    assert "end={seq_len}" in how["precompute_freqs_cis"]
+    assert "complex" in how["precompute_freqs_cis"]
     assert "stack((cos, sin), -1)" in how["build_rope_cache_fixed"]
     neox = report_for("d_einsum_type_as.py", "NeoXRotaryEmbedding").how
     assert "forward(x={x})" in neox  # (x, seq_dim) with the default seq_dim
@@ -287,7 +298,8 @@ def test_functions_take_the_case_dtype_as_their_dtype_argument() -> None:
     report = report_for("h_rope_cache.py", "build_rope_cache")
     assert (report.passed, report.controls_passed) == (12, 6)
     assert all(r.passed == r.case.cast_back for r in report.matrix)
-    assert {r.output_dtype for r in report.matrix if not r.case.cast_back} == {"float16", "bfloat16"}
+    low = {r.output_dtype for r in report.matrix if not r.case.cast_back}
+    assert low == {"float16", "bfloat16"}
 
 
 def test_narrowed_matrix_and_literal_init() -> None:

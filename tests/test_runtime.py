@@ -181,7 +181,7 @@ def test_runtime_imports_only_torch_and_stdlib() -> None:
         assert not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult))
         name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
         assert name not in {"autocast", "matmul", "einsum", "bmm", "mm", "outer", "tensordot"}
-    assert imported <= {"__future__", "typing", "torch"}
+    assert imported <= {"__future__", "collections", "typing", "torch"}
 
 
 # --- modules using the helper: export, compile, meta -----------------------------------

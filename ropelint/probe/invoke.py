@@ -19,7 +19,6 @@ from ropelint.probe.signature import (
     ConstructorPlan,
     Fixed,
     InferenceError,
-    Slot,
     constructor_plan,
     fixed_pair,
     forward_plans,

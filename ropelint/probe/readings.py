@@ -80,6 +80,8 @@ def candidate_readings(output: object) -> list[Reading]:
         if (len(output) >= 2 and all(isinstance(o, torch.Tensor) for o in output[:2])
                 and not output[0].is_complex()):
             forms.append("pair")
+        elif output and isinstance(output[0], torch.Tensor) and output[0].is_complex():
+            forms.append("complex")  # (freqs_cis, ...) with extras after it
     elif isinstance(output, torch.Tensor):
         if output.is_complex():
             forms.append("complex")
@@ -138,6 +140,8 @@ def read(output: object, reading: Reading, *, half: int, rows: torch.Tensor | No
         if cos.is_complex() or sin.is_complex() or cos.shape != sin.shape:
             raise ReadError(f"expected two real tensors of one shape, got {summarize(output)}")
         return Table("trig", finish(_rows_2d(cos, 1)), finish(_rows_2d(sin, 1)), cos.dtype)
+    if reading.form == "complex" and isinstance(output, (tuple, list)) and output:
+        output = output[0]
     if not isinstance(output, torch.Tensor):
         raise ReadError(f"expected a tensor, got {summarize(output)}")
     if reading.form == "complex":

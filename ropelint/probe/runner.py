@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import torch
 
@@ -20,6 +21,21 @@ from ropelint.probe.matrix import (
 )
 from ropelint.probe.readings import ReadError, dtype_name
 from ropelint.probe.results import Case, CaseResult, ProbeReport
+
+
+@contextlib.contextmanager
+def single_threaded() -> Iterator[None]:
+    """Run with one intra-op thread, then restore the caller's setting.
+
+    The probe's tensors are small. On a busy 2-core machine, OpenMP workers waiting at
+    every small op made one 30-case probe take 5.6 s instead of 0.23 s.
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def run_matrix(
@@ -40,6 +56,24 @@ def run_matrix(
     cases are added when CUDA is available. ``init``/``call`` take the same text as the
     ``--init``/``--call`` options. Raises ``ProbeSetupError`` when it cannot build or call.
     """
+    with single_threaded():
+        return _run_matrix(target, positions=positions, head_dims_bases=head_dims_bases,
+                           autocasts=autocasts, init=init, call=call, export=export, meta=meta,
+                           symbol=symbol)
+
+
+def _run_matrix(
+    target: object,
+    *,
+    positions: Sequence[int] | None,
+    head_dims_bases: Sequence[tuple[int, float]] | None,
+    autocasts: Sequence[str] | None,
+    init: str | Mapping[str, object] | None,
+    call: str | None,
+    export: bool,
+    meta: bool,
+    symbol: str | None,
+) -> ProbeReport:
     name = symbol or getattr(target, "__qualname__", repr(target))
     pos = tuple(default_positions() if positions is None else positions)
     if not pos or min(pos) < 0:
@@ -65,7 +99,8 @@ def run_matrix(
     return ProbeReport(name, results, invocation.describe(), tuple(checks))
 
 
-def prepare_module(invocation: Invocation, case: Case, device: torch.device) -> torch.nn.Module | None:
+def prepare_module(invocation: Invocation, case: Case,
+                   device: torch.device) -> torch.nn.Module | None:
     """Build in float32, then convert the way mixed-precision setups do."""
     module = invocation.instantiate(case.head_dim, case.base, device)
     if module is None:

@@ -166,14 +166,10 @@ def parse_assignments(spec: str | Mapping[str, object] | None,
             positional.append(parse_value(item))
         else:
             raise InferenceError(f"cannot parse {item!r}: expected NAME=VALUE")
-    for arg in positional:
+    for arg in [*positional, *named.values()]:
         if isinstance(arg, Fixed) and isinstance(arg.value, str) and arg.value.startswith("{"):
-            raise InferenceError(f"unknown placeholder {arg.value}; known: "
-                                 + ", ".join("{" + s + "}" for s in sorted(SLOTS)))
-    for key, arg in named.items():
-        if isinstance(arg, Fixed) and isinstance(arg.value, str) and arg.value.startswith("{"):
-            raise InferenceError(f"unknown placeholder {arg.value} for {key}; known: "
-                                 + ", ".join("{" + s + "}" for s in sorted(SLOTS)))
+            known = ", ".join("{" + s + "}" for s in sorted(SLOTS))
+            raise InferenceError(f"unknown placeholder {arg.value}; known: {known}")
     return tuple(positional), named
 
 
@@ -263,9 +259,13 @@ def constructor_plan(cls: type, init: str | Mapping[str, object] | None = None) 
         values[key] = overrides[key]
     signature = _signature_text(cls.__name__, named)
     if missing:
+        example = ",".join(f"{name}=..." for name in missing)
         raise InferenceError(
-            f"{signature}: no rule for required parameter(s) {', '.join(missing)}; "
-            f"pass them with --init, e.g. --init '{missing[0]}=...'"
+            f"{signature}: no rule for required parameter(s) {', '.join(missing)} "
+            "(dimension names tried: dim, head_dim, rotary_dim, kv_channels, n_elem, ...; "
+            "base names: base, theta, rope_theta, rotary_base, ...; also config); "
+            f"pass them with --init, e.g. --init '{example}' where a value may be "
+            "{head_dim} or {base}"
         )
     slots = {a.name for a in values.values() if isinstance(a, Slot)}
     fixed_dim, fixed_base = fixed_pair(values)

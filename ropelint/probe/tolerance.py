@@ -35,9 +35,10 @@ def ulp(reference: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     info = torch.finfo(dtype)
     magnitude = reference.to(torch.float64).abs()
     _, exponent = torch.frexp(magnitude)  # magnitude = m * 2**exponent, m in [0.5, 1)
-    spacing = torch.ldexp(torch.full_like(magnitude, info.eps), (exponent - 1).to(torch.float64))
-    subnormal_spacing = info.tiny * info.eps
-    return torch.where(magnitude < info.tiny, torch.full_like(magnitude, subnormal_spacing), spacing)
+    exponent = (exponent - 1).to(torch.float64)
+    spacing = torch.ldexp(torch.full_like(magnitude, info.eps), exponent)
+    subnormal = torch.full_like(magnitude, info.tiny * info.eps)
+    return torch.where(magnitude < info.tiny, subnormal, spacing)
 
 
 def trig_tolerance(

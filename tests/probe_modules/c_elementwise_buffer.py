@@ -12,9 +12,11 @@ class ConfigRotaryEmbedding(nn.Module):
     def __init__(self, config, device=None):
         super().__init__()
         base = config.rope_parameters["rope_theta"]
-        dim = int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
+        head_dim = getattr(config, "head_dim", None)
+        dim = int(head_dim or config.hidden_size // config.num_attention_heads)
         dim = int(dim * getattr(config, "partial_rotary_factor", 1.0))
-        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).to(device=device, dtype=torch.float) / dim))
+        steps = torch.arange(0, dim, 2, dtype=torch.int64).to(device=device, dtype=torch.float)
+        inv_freq = 1.0 / (base ** (steps / dim))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         self.attention_scaling = 1.0
 

@@ -14,7 +14,8 @@ class IntCastRotaryEmbedding(nn.Module):
         self.rope_theta = rope_theta
 
     def forward(self, x, position_ids):
-        exponent = torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=position_ids.device)
+        device = position_ids.device
+        exponent = torch.arange(0, self.head_dim, 2, dtype=torch.float32, device=device)
         inv_freq = 1.0 / (self.rope_theta ** (exponent / self.head_dim))
         angles = position_ids[..., None].float() * inv_freq
         table = torch.cat((angles, angles), dim=-1)

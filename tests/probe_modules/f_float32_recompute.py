@@ -37,7 +37,8 @@ class Float32ConfigRotary(nn.Module):
         self.base = config.rope_theta
 
     def forward(self, x, position_ids):
-        angles = position_ids[..., None].float() * _inv_freq(self.dim, self.base, position_ids.device)
+        inv_freq = _inv_freq(self.dim, self.base, position_ids.device)
+        angles = position_ids[..., None].float() * inv_freq
         table = torch.cat((angles, angles), dim=-1)
         return table.cos(), table.sin()
 

@@ -18,7 +18,8 @@ def build_rope_cache(seq_len, n_elem, dtype, device, base=10000):
 
 
 def build_rope_cache_fixed(seq_len, n_elem, dtype, device, base=10000):
-    theta = 1.0 / (base ** (torch.arange(0, n_elem, 2, dtype=torch.float32, device=device) / n_elem))
+    steps = torch.arange(0, n_elem, 2, dtype=torch.float32, device=device)
+    theta = 1.0 / (base ** (steps / n_elem))
     seq_idx = torch.arange(seq_len, dtype=torch.float32, device=device)
     idx_theta = torch.outer(seq_idx, theta)
     cache = torch.stack([torch.cos(idx_theta), torch.sin(idx_theta)], dim=-1)

@@ -1,0 +1,33 @@
+"""A small Python API over the pipeline, for tools (the probe) and scripts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+
+from .imports import scan_imports
+from .model.interpreter import analyse
+from .model.values import Role
+from .source import read_source
+
+
+def find_rotary_symbols(path: str | Path) -> list[str]:
+    """Top-level classes and functions of ``path`` that form a phase or build rotary tables.
+
+    Module-level helpers that only take cos/sin of an argument (``apply_rotary_pos_emb``) are
+    not rotary builders and are left out; so are classes that only call a rotary module.
+    """
+    source = read_source(Path(path))
+    module = cst.parse_module(source.text)
+    model = analyse(module, scan_imports(source.text))
+    found: dict[str, None] = {}
+    rotary = {Role.INV_FREQ, Role.PHASE, Role.COMPLEX, Role.TABLE}
+    events = [*model.products, *(r for r in model.registrations if r.value.roles & rotary)]
+    for event in events:
+        symbol = event.scope.symbol.split(".")[0]
+        if symbol != "<module>":
+            found.setdefault(symbol, None)
+    order = {stmt.name.value: i for i, stmt in enumerate(module.body)
+             if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))}
+    return sorted(found, key=lambda name: order.get(name, len(order)))
