@@ -28,6 +28,14 @@ def find_rotary_symbols(path: str | Path) -> list[str]:
         symbol = event.scope.symbol.split(".")[0]
         if symbol != "<module>":
             found.setdefault(symbol, None)
+    # Code that ``ropelint fix`` rewrote calls the runtime helper instead of forming the phase itself.
+    runtime_names = [local for local, qual in scan_imports(source.text).names.items() if qual.startswith("ropelint.runtime")
+                     or qual == "ropelint.runtime"]
+    for stmt in module.body:
+        if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)) and runtime_names:
+            code = module.code_for_node(stmt)
+            if any(f"{name}." in code or f"{name}(" in code for name in runtime_names):
+                found.setdefault(stmt.name.value, None)
     order = {stmt.name.value: i for i, stmt in enumerate(module.body)
              if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))}
     return sorted(found, key=lambda name: order.get(name, len(order)))

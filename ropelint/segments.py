@@ -19,7 +19,8 @@ _FILE_WORDS = ("freq", "arange", "autocast", "polar", "rotary", "rope", "Rotary"
 _ROTARY_LITERALS = ("freq", "phase", "polar", "_cis", "rotary", "rope", "Rotary", "sincos", "theta", "omega")
 # A power with an operand on the left (``**kwargs`` has none).
 # Either spaced on both sides or on neither: markdown bold in docstrings (``are **not**``) is neither.
-_POWER = re.compile(r"[\w)\]]\s+\*\*\s+[(\-\w.]|[\w)\]]\*\*[(\-\w]|\bpow\(|\bexp\(")
+# A numeric exponent (``x ** 0.5``, ``x**2``) is a norm or a scale, never a frequency construction.
+_POWER = re.compile(r"[\w)\]]\s+\*\*\s+[(\-a-zA-Z_]|[\w)\]]\*\*[(\-a-zA-Z_]|\bpow\(|\bexp\(")
 _TRIG = re.compile(r"\.(?:cos|sin)\(\)|\b(?:cos|sin)\(")
 _WRAPPER = re.compile(r"return\s+[\w.]*autocast\(|\byield\b")
 _DEF_NAME = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)")
@@ -68,7 +69,7 @@ def _rotary_vocabulary(segment: str) -> bool:
     return any(word in segment and _CODE_WORDS[word].search(segment) is not None for word in _CODE_WORDS)
 
 
-def _interesting(segment: str, first_line: str, lines: int) -> bool:
+def _interesting(segment: str, first_line: str, lines: int, *, method: bool = False) -> bool:
     ranged = "arange(" in segment or "linspace(" in segment
     trig = ("cos(" in segment or "sin(" in segment) and _TRIG.search(segment) is not None
     if _rotary_vocabulary(segment):
@@ -77,7 +78,7 @@ def _interesting(segment: str, first_line: str, lines: int) -> bool:
             return True
     if ranged and ("**" in segment or "pow(" in segment or "exp(" in segment) and _POWER.search(segment):
         return True
-    name = _DEF_NAME.match(first_line)
+    name = None if method else _DEF_NAME.match(first_line)
     if name and (ranged or trig) and _ROTARY_NAME.search(name.group(1)):
         return True
     # A short function that returns (or yields inside) a disabled autocast may be a local guard wrapper.
@@ -186,7 +187,7 @@ def _class_parts(lines: list[str], begin: int, end: int) -> list[tuple[int, int]
         text = "".join(first)
         # Inside a class, any method that speaks of frequencies or phases may carry them between
         # methods (``self._precompute_freqs_cis()``), so the vocabulary alone keeps it.
-        if name.group(1) in _KEEP_METHODS or _rotary_vocabulary(text) or _interesting(text, head, stop - start):
+        if name.group(1) in _KEEP_METHODS or _rotary_vocabulary(text) or _interesting(text, head, stop - start, method=True):
             kept.append((start, stop))
             any_method = any_method or name.group(1) not in _KEEP_METHODS
     return kept if any_method else []
