@@ -1,0 +1,65 @@
+"""Fixes proven numerically: every fixed fixture module is imported and run through the probe matrix.
+
+For each rotary class or function of a fixture that `ropelint fix --unsafe-fixes` rewrote:
+- if the fixed symbol has no finding left, it passes all 24 cases and the 6 float32 controls
+  (float64 reference, per-position tolerance of ROPE_NOTES section 4);
+- the original fails somewhere when its findings include a numeric trap the matrix exercises.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from fixture_expectations import FIXTURES  # noqa: E402
+from ropelint.api import find_rotary_symbols  # noqa: E402
+from ropelint.engine import check_text  # noqa: E402
+from ropelint.probe import ProbeSetupError, run_matrix  # noqa: E402
+from ropelint.probe.loader import load_file, resolve_symbol  # noqa: E402
+from ropelint.rules import BY_CODE  # noqa: E402
+
+ALL = frozenset(BY_CODE)
+# Traps the 24-case matrix makes visible (RPL004 breaks export/meta, RPL006 needs a bf16 default dtype).
+NUMERIC = {"RPL001", "RPL002", "RPL003", "RPL005", "RPL007", "RPL008", "RPL009"}
+
+
+def _targets() -> list[tuple[str, str]]:
+    out = []
+    for fixed in sorted((FIXTURES / "fixed").glob("*.py")):
+        for symbol in find_rotary_symbols(FIXTURES / "cases" / fixed.name):
+            out.append((fixed.name, symbol))
+    return out
+
+
+def _codes_in(path: Path, symbol: str) -> set[str]:
+    result = check_text(path.name, path.read_text(), ALL)
+    return {d.code for d in result.diagnostics if d.symbol.split(".")[0] == symbol}
+
+
+def _probe(path: Path, symbol: str):
+    module = load_file(str(path))
+    try:
+        return run_matrix(resolve_symbol(module, symbol, str(path)), symbol=symbol)
+    except ProbeSetupError as exc:
+        pytest.skip(f"the probe cannot build or call {symbol}: {str(exc).splitlines()[0]}")
+
+
+@pytest.mark.parametrize(("name", "symbol"), _targets(), ids=lambda v: str(v))
+def test_fixed_module_passes_the_matrix(name: str, symbol: str):
+    fixed = FIXTURES / "fixed" / name
+    left = _codes_in(fixed, symbol)
+    if left & NUMERIC:
+        pytest.skip(f"{symbol} keeps {sorted(left)} after fixing (no automatic fix)")
+    report = _probe(fixed, symbol)
+    if "wrong even in float32" in report.how:
+        pytest.skip(f"the probe could not infer how to call {symbol}: {report.how}")
+    assert report.total == 24 and report.controls_total == 6
+    assert (report.passed, report.controls_passed) == (24, 6), report.verdict
+
+    original = FIXTURES / "cases" / name
+    if _codes_in(original, symbol) & NUMERIC:
+        before = _probe(original, symbol)
+        assert before.passed < 24 or before.controls_passed < 6, before.verdict
