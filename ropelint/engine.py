@@ -44,58 +44,132 @@ def _parse(text: str, selection: segments.Selection) -> tuple[cst.Module, segmen
 
 
 class _Positions:
-    """Positions computed only when something is reported, and only for the statements involved.
+    """Positions computed only when something is reported, and only for the code involved.
 
     LibCST's PositionProvider costs a code generation of the whole module. A finding lies in a
-    top-level statement that holds events, so positions are computed for such a statement alone,
-    as a one-statement module whose line 1 is that statement's first line.
+    top-level statement that holds events, so positions are computed for that statement alone
+    (as a one-statement module whose line 1 is the statement's first line), and inside a class
+    for the one method that holds the node. Method positions are shifted by the class body's
+    indentation and verified against the text; on any doubt the whole class is used.
     """
 
     def __init__(self, module: cst.Module, selection: segments.Selection, tops: list[cst.CSTNode]) -> None:
         self.module = module
-        self.maps: list[tuple[dict[cst.CSTNode, CodeRange], int]] = []
+        self.lines = selection.code.splitlines()
+        self.maps: list[tuple[dict[cst.CSTNode, CodeRange], int, int]] = []
+        self.hints: dict[int, cst.CSTNode] = {}
         self._full = False
         body = list(module.body)
         starts = selection.statement_lines
         self._pending: list[tuple[cst.CSTNode, int]] = []
+        self._whole_classes: list[tuple[cst.CSTNode, int]] = []
         if len(body) == len(starts):
             line_of = {id(stmt): line for stmt, line in zip(body, starts)}
-            self._pending = [(top, line_of[id(top)]) for top in tops if id(top) in line_of]
+            for top in tops:
+                if id(top) not in line_of:
+                    continue
+                if isinstance(top, cst.ClassDef):
+                    methods = self._methods(top, line_of[id(top)])
+                    if methods is not None:
+                        self._pending.extend(methods)
+                        self._whole_classes.append((top, line_of[id(top)]))
+                        continue
+                self._pending.append((top, line_of[id(top)]))
+
+    def _methods(self, cls: cst.ClassDef, first_line: int) -> list[tuple[cst.CSTNode, int]] | None:
+        """(method, synthetic start line) for each statement of a class body, or None when unsure."""
+        if not isinstance(cls.body, cst.IndentedBlock):
+            return None
+        stmts = list(cls.body.body)
+        begin = first_line - 1
+        header = begin
+        while header < len(self.lines) and not self.lines[header].lstrip().startswith("class "):
+            header += 1
+        while header < len(self.lines) and not self.lines[header].split("#", 1)[0].rstrip().endswith(":"):
+            header += 1
+        indent = None
+        for i in range(header + 1, len(self.lines)):
+            text = self.lines[i]
+            if text.strip() and not text.lstrip().startswith("#"):
+                indent = text[: len(text) - len(text.lstrip())]
+                break
+        if not indent:
+            return None
+        end = header + 1
+        while end < len(self.lines) and (not self.lines[end].strip() or self.lines[end].startswith(indent)
+                                         or self.lines[end].lstrip().startswith("#")):
+            end += 1
+        blocks = segments._blocks(self.lines, segments._starts(self.lines, indent, header + 1, end), end)
+        if len(blocks) != len(stmts):
+            return None
+        self._indent = len(indent)
+        return [(stmt, start + 1) for stmt, (start, _) in zip(stmts, blocks) if isinstance(stmt, cst.FunctionDef)]
 
     def _compute(self, stmt: cst.CSTNode, first_line: int) -> None:
         bare = stmt.with_changes(leading_lines=())  # type: ignore[attr-defined]
         mini = self.module.with_changes(body=[bare], header=(), footer=())
         mapping = dict(MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider))
         mapping[stmt] = mapping[bare]
-        self.maps.append((mapping, first_line - 1))
+        shift = 0
+        if not isinstance(stmt, (cst.ClassDef,)) and first_line - 1 < len(self.lines):
+            line = self.lines[first_line - 1]
+            shift = len(line) - len(line.lstrip())
+        self.maps.append((mapping, first_line - 1, shift))
 
     def _compute_full(self) -> None:
         if not self._full:
             self._full = True
             wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
-            self.maps.append((dict(wrapper.resolve(PositionProvider)), 0))
+            self.maps.append((dict(wrapper.resolve(PositionProvider)), 0, 0))
+
+    def _verified(self, node: cst.CSTNode, rng: CodeRange) -> bool:
+        if not 1 <= rng.start.line <= len(self.lines):
+            return False
+        actual = self.lines[rng.start.line - 1][rng.start.column:].lstrip("( ")[:16]
+        expected = self.module.code_for_node(node).lstrip("( \n")[:16]
+        return actual.split("\n")[0] == expected.split("\n")[0][: len(actual)] and bool(actual)
+
+    def hint(self, node: cst.CSTNode | None, owner: cst.CSTNode | None) -> None:
+        """``node`` most likely lies in ``owner`` (a function or method): compute that one first."""
+        if node is not None and owner is not None:
+            self.hints.setdefault(id(node), owner)
 
     def range(self, node: cst.CSTNode) -> CodeRange:
+        owner = self.hints.get(id(node))
+        if owner is not None:
+            for i, (stmt, line) in enumerate(self._pending):
+                if stmt is owner:
+                    self._compute(*self._pending.pop(i))
+                    break
         while True:
-            for mapping, offset in self.maps:
+            for mapping, offset, shift in self.maps:
                 rng = mapping.get(node)
-                if rng is not None:
-                    return _shift(rng, offset) if offset else rng
+                if rng is None:
+                    continue
+                rng = _shift(rng, offset, shift) if offset or shift else rng
+                if not shift or self._verified(node, rng):
+                    return rng
             if self._pending:
                 self._compute(*self._pending.pop(0))
+            elif self._whole_classes:
+                self._compute(*self._whole_classes.pop(0))
             elif not self._full:
                 self._compute_full()
             else:
                 raise KeyError(node)
 
     def statements(self) -> list[CodeRange]:
-        return [_shift(rng, offset) if offset else rng for mapping, offset in self.maps
-                for node, rng in mapping.items()
-                if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement))]
+        out = []
+        for mapping, offset, shift in self.maps:
+            for node, rng in mapping.items():
+                if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                    out.append(_shift(rng, offset, shift) if offset or shift else rng)
+        return out
 
 
-def _shift(rng: CodeRange, offset: int) -> CodeRange:
-    return CodeRange((rng.start.line + offset, rng.start.column), (rng.end.line + offset, rng.end.column))
+def _shift(rng: CodeRange, offset: int, columns: int = 0) -> CodeRange:
+    return CodeRange((rng.start.line + offset, rng.start.column + columns),
+                     (rng.end.line + offset, rng.end.column + columns))
 
 
 def syntax_error(path: str, text: str) -> FileError | None:
@@ -135,11 +209,36 @@ def check_text(path: str, text: str, codes: frozenset[str], *, prefilter: bool |
     if "torch" not in {q.split(".")[0] for q in imports.names.values()}:
         return FileResult(path, parsed=True)
     model = analyse(module, imports)
-    findings = run_rules(module, model, imports, codes, _Positions(module, selection, model.event_tops()), selection)
+    positions = _Positions(module, selection, model.event_tops())
+    _hint_events(positions, model)
+    findings = run_rules(module, model, imports, codes, positions, selection)
     if not findings[0]:
         return FileResult(path, parsed=True)
     return FileResult(path, _to_diagnostics(path, text, findings[0], findings[1], selection, imports, newline),
                       parsed=True)
+
+
+def _hint_events(positions: _Positions, model: FileModel) -> None:
+    for product in model.products:
+        owner = product.scope.node
+        positions.hint(product.node, owner)
+        for read in product.freq.reads:
+            positions.hint(read.node, owner)
+        for site in product.positions.sites:
+            positions.hint(site, owner)
+        if product.guard is not None:
+            positions.hint(product.guard.node, owner)
+            positions.hint(product.guard.owner, owner)
+    for cast in model.casts:
+        positions.hint(cast.node, cast.scope.node)
+        positions.hint(cast.target_expr, cast.scope.node)
+    for trig in model.trigs:
+        positions.hint(trig.node, trig.scope.node)
+    for reg in model.registrations:
+        positions.hint(reg.node, reg.scope.node)
+    for built in model.inv_freqs:
+        positions.hint(built.node, built.scope.node)
+        positions.hint(built.val.site, built.scope.node)
 
 
 def run_rules(module: cst.Module, model: FileModel, imports: ImportTable, codes: frozenset[str],

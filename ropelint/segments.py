@@ -175,19 +175,20 @@ def _class_parts(lines: list[str], begin: int, end: int) -> list[tuple[int, int]
     starts = _starts(lines, indent, body_start, end)
     if not starts:
         return [(begin, end)]
-    kept = [(begin, starts[0])]
+    # The header alone (decorators and ``class ...:``): a pruned class needs no docstring or attributes.
+    kept = [(begin, header_end + 1)]
     any_method = False
     for start, stop in _blocks(lines, starts, end):
         first = lines[start:stop]
         head = next((ln for ln in first if not ln.lstrip().startswith("@")), "")
         name = _DEF_NAME.match(head)
         if name is None:
-            kept.append((start, stop))
             continue
         text = "".join(first)
         # Inside a class, any method that speaks of frequencies or phases may carry them between
         # methods (``self._precompute_freqs_cis()``), so the vocabulary alone keeps it.
-        if name.group(1) in _KEEP_METHODS or _rotary_vocabulary(text) or _interesting(text, head, stop - start, method=True):
+        if name.group(1) in _KEEP_METHODS or (_rotary_vocabulary(text) and "return" in text) \
+                or _interesting(text, head, stop - start, method=True):
             kept.append((start, stop))
             any_method = any_method or name.group(1) not in _KEEP_METHODS
     return kept if any_method else []

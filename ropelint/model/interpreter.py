@@ -69,6 +69,8 @@ class ClassInfo:
     methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
     state: dict[str, StateEntry] = field(default_factory=dict)
     repaired: set[str] = field(default_factory=set)
+    # attribute name -> symbols of the methods that assign or register it
+    writes: dict[str, set[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -455,6 +457,7 @@ class Interpreter:
         elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) \
                 and target.value.value == "self" and frame.cls is not None:
             name = target.attr.value
+            frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
             existing = frame.cls.state.get(name)
             if existing is not None and existing.ref.kind is not StateKind.ATTRIBUTE:
                 # Re-assigning a registered buffer keeps it a buffer.
@@ -752,6 +755,7 @@ class Interpreter:
         if name is None or frame.cls is None:
             return UNKNOWN
         persistent = not (persistent_node is not None and bool_literal(persistent_node) is False)
+        frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
         if value is UNKNOWN or not value.roles:
             value = value.evolve(roles=self._named(name).roles) if not value.roles else value
         ref = StateRef(name, StateKind.BUFFER, node, persistent)
@@ -766,6 +770,8 @@ class Interpreter:
             value_node = pos[2]
             inner = self._eval(value_node.args[0].value, frame) if isinstance(value_node, cst.Call) and value_node.args else self._eval(value_node, frame)
             name = string_value(pos[1])
+            if name is not None and frame.cls is not None:
+                frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
             if name is not None and frame.cls is not None and isinstance(value_node, cst.Call):
                 self._last_holder_val = inner if inner.roles else inner.evolve(roles=self._named(name).roles)
                 holder = self._holder_call(value_node)

@@ -114,15 +114,11 @@ class InvFreqInModuleState(Rule):
 
     @staticmethod
     def _assigned_elsewhere(ctx: RuleContext, name: str, reg: Registration, family: set[str]) -> bool:
-        for cls_name, info in ctx.model.classes.items():
-            if cls_name not in family:
-                continue
-            for method in info.methods.values():
-                if method is reg.scope.node:
-                    continue
-                code = ctx.code(method.body)
-                if f"self.{name} =" in code or f'"{name}"' in code or f"'{name}'" in code:
-                    return True
+        for cls_name in family:
+            info = ctx.model.classes.get(cls_name)
+            writers = info.writes.get(name, set()) if info else set()
+            if writers - {reg.scope.symbol}:
+                return True
         return False
 
     @staticmethod
