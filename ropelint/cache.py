@@ -16,8 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from . import __version__
-from .diagnostics import Diagnostic, FileError, FixInfo, TextEdit
-from .engine import FileResult
+from .diagnostics import Diagnostic, FileError, FileResult, FixInfo, TextEdit
 
 MAX_ENTRIES = 50_000
 
@@ -40,7 +39,8 @@ def _encode(result: FileResult) -> dict:
 
 def _decode(path: str, data: dict) -> FileResult:
     diags = []
-    for item in data["d"]:
+    for raw in data["d"]:
+        item = dict(raw)
         fix = item.pop("fix")
         info = None if fix is None else FixInfo(fix["safety"], fix["description"],
                                                 tuple(TextEdit(*e) for e in fix["edits"]))
@@ -51,24 +51,44 @@ def _decode(path: str, data: dict) -> FileResult:
 
 
 class Cache:
+    """Results by content key, plus a stat index (path -> size, mtime, key) that lets an unchanged
+    file be answered without reading it. The index is only a shortcut: a file whose size or mtime
+    changed is read and looked up by content again."""
+
     def __init__(self, folder: Path, fingerprint: str) -> None:
         self.folder = folder
         self.file = folder / f"v{__version__}-{fingerprint}.json"
         self.entries: dict[str, dict] = {}
+        self.index: dict[str, list] = {}
         self.dirty = False
         try:
             loaded = json.loads(self.file.read_text(encoding="utf-8"))
-            if isinstance(loaded, dict):
-                self.entries = loaded
+            if isinstance(loaded, dict) and isinstance(loaded.get("entries"), dict) \
+                    and isinstance(loaded.get("index"), dict):
+                self.entries, self.index = loaded["entries"], loaded["index"]
         except (OSError, ValueError):
-            self.entries = {}
+            self.entries, self.index = {}, {}
+
+    def lookup_stat(self, path: str, size: int, mtime_ns: int) -> str | None:
+        """The key recorded for an unchanged file ("" for one that needs no parse), else None."""
+        record = self.index.get(path)
+        if isinstance(record, list) and len(record) == 3 and record[0] == size and record[1] == mtime_ns:
+            key = record[2]
+            if key == "" or key in self.entries:
+                return key
+        return None
+
+    def remember_stat(self, path: str, size: int, mtime_ns: int, key: str) -> None:
+        if self.index.get(path) != [size, mtime_ns, key]:
+            self.index[path] = [size, mtime_ns, key]
+            self.dirty = True
 
     def get(self, key: str, path: str) -> FileResult | None:
         data = self.entries.get(key)
         if data is None:
             return None
         try:
-            return _decode(path, json.loads(json.dumps(data)))
+            return _decode(path, data)
         except (KeyError, TypeError, ValueError):
             self.entries.pop(key, None)  # a corrupt entry is dropped and recomputed
             return None
@@ -87,9 +107,11 @@ class Cache:
                 gitignore.write_text("# created by ropelint\n*\n", encoding="utf-8")
             if len(self.entries) > MAX_ENTRIES:
                 self.entries = dict(list(self.entries.items())[-MAX_ENTRIES:])
+            if len(self.index) > 4 * MAX_ENTRIES:
+                self.index = dict(list(self.index.items())[-4 * MAX_ENTRIES:])
             fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".cache.", suffix=".tmp")
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(self.entries, handle, separators=(",", ":"))
+                json.dump({"entries": self.entries, "index": self.index}, handle, separators=(",", ":"))
             os.replace(tmp, self.file)
         except OSError:
             pass  # a read-only tree still gets its findings; only the speed-up is lost

@@ -130,6 +130,7 @@ def fix(paths, write, unsafe_fixes, quiet, select, ignore, extend_select, config
     import difflib
 
     from .fixer import fix_text, write_atomic
+    from .source import read_source
     from .reporters import text as text_reporter
     from .runner import check_paths
 
@@ -144,7 +145,7 @@ def fix(paths, write, unsafe_fixes, quiet, select, ignore, extend_select, config
     for result in results:
         if result.error is not None or not result.diagnostics:
             continue
-        source = sources[result.path]
+        source = sources.get(result.path) or read_source(Path(result.path))
         outcome = fix_text(result.path, source.text, settings.codes_for(source.path), unsafe=unsafe_fixes,
                            newline=source.newline)
         if outcome.error is not None:
@@ -187,7 +188,7 @@ def rules() -> None:
     """List every rule: code, name, default and fix availability."""
     from rich.table import Table
 
-    from .rules import ALL_RULES
+    from .catalogue import CATALOGUE as ALL_RULES
 
     table = Table(title="ropelint rules", show_lines=False)
     for column in ("Code", "Name", "Default", "Fix", "Summary"):
@@ -205,9 +206,9 @@ def explain(code: str) -> None:
     from rich.markdown import Markdown
 
     from . import docs
-    from .rules import BY_CODE
+    from .catalogue import INFO
 
-    if code.upper() not in BY_CODE:
+    if code.upper() not in INFO:
         click.echo(f"ropelint: error: unknown rule code {code!r} (see `ropelint rules`)", err=True)
         sys.exit(2)
     doc = docs.load(code)

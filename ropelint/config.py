@@ -14,7 +14,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from .rules import ALL_RULES, BY_CODE
+from .catalogue import CATALOGUE, INFO
 
 KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "extend-exclude", "per-file-ignores", "helper"}
 DEFAULT_EXCLUDE = (
@@ -76,9 +76,9 @@ def expand_codes(values: list[str] | tuple[str, ...], where: str) -> set[str]:
         if not value:
             continue
         if value == "ALL":
-            out |= set(BY_CODE)
+            out |= set(INFO)
             continue
-        matched = {code for code in BY_CODE if code.startswith(value)}
+        matched = {code for code in INFO if code.startswith(value)}
         if not matched:
             raise ConfigError(f"{where}: unknown rule code or prefix {raw!r}")
         out |= matched
@@ -136,7 +136,7 @@ def load_settings(
     if unknown:
         raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} (known: {', '.join(sorted(KNOWN_KEYS))})")
 
-    selected = {rule.code for rule in ALL_RULES if rule.default_enabled}
+    selected = {rule.code for rule in CATALOGUE if rule.default_enabled}
     if "select" in table:
         selected = expand_codes(_list(table, "select", where), f"{where} select")
     selected |= expand_codes(_list(table, "extend-select", where), f"{where} extend-select")

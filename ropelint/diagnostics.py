@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, Union
 
-import libcst as cst
+if TYPE_CHECKING:  # nodes only appear in annotations: a warm cached run never imports LibCST
+    import libcst as cst
 
 Safety = Literal["safe", "unsafe"]
 
@@ -40,7 +41,7 @@ class InsertAfterStatement:
     code: str
 
 
-NodeEdit = Replace | DeleteLines | AddImport | InsertAfterStatement
+NodeEdit = Union["Replace", "DeleteLines", "AddImport", "InsertAfterStatement"]
 
 
 @dataclass(frozen=True)
@@ -103,3 +104,11 @@ class FileError:
     line: int
     column: int
     message: str
+
+
+@dataclass(frozen=True)
+class FileResult:
+    path: str
+    diagnostics: tuple[Diagnostic, ...] = ()
+    error: FileError | None = None
+    parsed: bool = False

@@ -11,26 +11,14 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from . import segments
-from .diagnostics import (AddImport, DeleteLines, Diagnostic, FileError, Finding, FixInfo, InsertAfterStatement, Replace,
-                          TextEdit)
+from .diagnostics import (AddImport, DeleteLines, Diagnostic, FileError, FileResult, Finding, FixInfo,
+                          InsertAfterStatement, Replace, TextEdit)
 from .imports import ImportTable, scan_imports
 from .model.interpreter import FileModel, analyse
 from .rules import BY_CODE, RuleContext
 from .source import SourceError, SourceFile, read_source
+from .triage import prefilter_enabled, syntax_error
 from .suppression import suppressed
-
-
-@dataclass(frozen=True)
-class FileResult:
-    path: str
-    diagnostics: tuple[Diagnostic, ...] = ()
-    error: FileError | None = None
-    parsed: bool = False
-
-
-def prefilter_enabled() -> bool:
-    # The escape hatch measures the prefilter's miss rate: parse every file, whole.
-    return os.environ.get("ROPELINT_NO_PREFILTER", "") in ("", "0")
 
 
 def _parse(text: str, selection: segments.Selection) -> tuple[cst.Module, segments.Selection]:
@@ -170,17 +158,6 @@ class _Positions:
 def _shift(rng: CodeRange, offset: int, columns: int = 0) -> CodeRange:
     return CodeRange((rng.start.line + offset, rng.start.column + columns),
                      (rng.end.line + offset, rng.end.column + columns))
-
-
-def syntax_error(path: str, text: str) -> FileError | None:
-    """CPython's own parser on the whole file: cheaper than LibCST, used where LibCST parses only a part."""
-    try:
-        compile(text, path, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
-    except SyntaxError as exc:
-        return FileError(path, exc.lineno or 1, (exc.offset or 0) or 1, f"syntax error: {exc.msg}")
-    except (ValueError, RecursionError, MemoryError) as exc:
-        return FileError(path, 1, 1, f"cannot parse: {exc}")
-    return None
 
 
 def check_text(path: str, text: str, codes: frozenset[str], *, prefilter: bool | None = None,

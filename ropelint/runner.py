@@ -12,7 +12,8 @@ from . import segments
 from .cache import Cache, content_key
 from .config import Settings
 from .diagnostics import FileError
-from .engine import FileResult, check_text, prefilter_enabled, syntax_error
+from .diagnostics import FileResult
+from .triage import prefilter_enabled, syntax_error
 from .source import SourceError, SourceFile, read_source
 
 # Below this many files to parse, a process pool costs more than it saves.
@@ -39,6 +40,8 @@ class Task:
 
 
 def _run_task(task: Task) -> FileResult:
+    from .engine import check_text  # LibCST is imported only when something needs parsing
+
     return check_text(task.display, task.text, task.codes, newline=task.newline, syntax_all=task.syntax_all)
 
 
@@ -53,11 +56,28 @@ def check_paths(files: list[Path], settings: Settings, *, jobs: int | None = Non
                 cache: Cache | None = None) -> tuple[list[FileResult], dict[str, SourceFile]]:
     results: dict[int, FileResult] = {}
     sources: dict[str, SourceFile] = {}
-    pending: list[tuple[int, Task, str]] = []
+    pending: list[tuple[int, Task, str, tuple[str, int, int] | None]] = []
     use_prefilter = prefilter_enabled()
     syntax_all = len(files) <= SYNTAX_CHECK_ALL_MAX_FILES
+    st = os.stat_result((0,) * 10)
     for index, path in enumerate(files):
         display = _display(path)
+        stat_key = ""
+        if cache is not None:
+            try:
+                st = os.stat(path)
+                stat_key = os.path.abspath(path)
+                known = cache.lookup_stat(stat_key, st.st_size, st.st_mtime_ns)
+            except OSError:
+                known = None
+            if known == "" and not syntax_all:
+                results[index] = FileResult(display)
+                continue
+            if known and known.endswith(":syntax") == syntax_all:
+                hit = cache.get(known, display)
+                if hit is not None:
+                    results[index] = hit
+                    continue
         try:
             source = read_source(path)
         except SourceError as exc:
@@ -66,31 +86,40 @@ def check_paths(files: list[Path], settings: Settings, *, jobs: int | None = Non
         if use_prefilter and not segments.file_may_hold_rope(source.text):
             error = syntax_error(display, source.text) if syntax_all else None
             results[index] = FileResult(display, error=error)
+            if cache is not None and stat_key:
+                cache.remember_stat(stat_key, st.st_size, st.st_mtime_ns, "")
             continue
         sources[display] = source
         codes = settings.codes_for(path)
         key = ""
         if cache is not None:
             key = content_key(source.text) + ":" + ",".join(sorted(codes))
+            if syntax_all:
+                key += ":syntax"
             hit = cache.get(key, display)
             if hit is not None:
                 results[index] = hit
+                if stat_key:
+                    cache.remember_stat(stat_key, st.st_size, st.st_mtime_ns, key)
                 continue
-        if syntax_all:
-            key += ":syntax"
-        pending.append((index, Task(display, source.text, source.newline, codes, syntax_all), key))
+        pending.append((index, Task(display, source.text, source.newline, codes, syntax_all), key,
+                        (stat_key, st.st_size, st.st_mtime_ns) if cache is not None and stat_key else None))
     jobs = jobs or default_jobs()
     if jobs > 1 and len(pending) >= POOL_THRESHOLD:
         context = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
         with ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=context) as pool:
             chunk = max(1, len(pending) // (jobs * 8))
-            done = list(pool.map(_run_task, [task for _, task, _ in pending], chunksize=chunk))
+            done = list(pool.map(_run_task, [task for _, task, _, _ in pending], chunksize=chunk))
     else:
-        done = [_run_task(task) for _, task, _ in pending]
-    for (index, _, key), result in zip(pending, done):
+        done = [_run_task(task) for _, task, _, _ in pending]
+    for (index, _, key, stat), result in zip(pending, done):
         results[index] = result
         if cache is not None and result.parsed:
             cache.put(key, result)
+            if stat is not None:
+                cache.remember_stat(*stat, key)
+        elif cache is not None and stat is not None and not result.diagnostics and result.error is None:
+            cache.remember_stat(*stat, "")
     if cache is not None:
         cache.save()
     ordered = [results[i] for i in sorted(results)]

@@ -98,3 +98,23 @@ def test_no_cache_writes_nothing_and_cache_dir_option(tmp_path: Path):
     _json(["check", "--format", "json", "--cache-dir", "elsewhere", "."], tmp_path)
     assert any((tmp_path / "elsewhere").glob("*.json"))
     assert (tmp_path / "elsewhere" / ".gitignore").read_text().strip().endswith("*")
+
+
+def test_warm_run_reads_no_unchanged_file_and_notices_edits(tmp_path: Path, monkeypatch):
+    import ropelint.runner as runner
+
+    files = _tree(tmp_path, 3)
+    settings = load_settings(tmp_path)
+    cache_dir = tmp_path / "cache"
+    cold, _ = check_paths(files, settings, jobs=1, cache=Cache(cache_dir, settings.fingerprint()))
+    reads: list[Path] = []
+    real = runner.read_source
+    monkeypatch.setattr(runner, "read_source", lambda p: reads.append(p) or real(p))
+    warm, _ = check_paths(files, settings, jobs=1, cache=Cache(cache_dir, settings.fingerprint()))
+    assert reads == [] and [r.diagnostics for r in warm] == [r.diagnostics for r in cold]
+    # An edit changes size and mtime: that file (and only it) is read and checked again.
+    files[0].write_text(files[0].read_text().replace("@", "*"))
+    again, _ = check_paths(files, settings, jobs=1, cache=Cache(cache_dir, settings.fingerprint()))
+    assert reads == [files[0]]
+    first = next(r for r in again if r.path.endswith(files[0].name) and "pkg0" in r.path)
+    assert {d.code for d in first.diagnostics} == {"RPL002"}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..diagnostics import Diagnostic, FileError
-from ..rules import ALL_RULES
+from ..catalogue import CATALOGUE as ALL_RULES
 
 
 def render(diagnostics: list[Diagnostic], errors: list[FileError]) -> str:

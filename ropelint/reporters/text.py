@@ -6,12 +6,17 @@ from rich.console import Console
 from rich.text import Text
 
 from ..diagnostics import Diagnostic, FileError
-from ..source import SourceFile
+from pathlib import Path
+
+from ..source import SourceError, SourceFile, read_source
 
 
 def _frame(d: Diagnostic, source: SourceFile | None) -> Text | None:
-    if source is None:
-        return None
+    if source is None:  # answered from the cache without reading the file
+        try:
+            source = read_source(Path(d.path))
+        except SourceError:
+            return None
     lines = source.text.splitlines()
     if not 1 <= d.line <= len(lines):
         return None

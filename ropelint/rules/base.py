@@ -7,16 +7,16 @@ only reads the model and calls ``ctx.report``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Literal
+from typing import Callable, ClassVar
 
 import libcst as cst
 
+from ..catalogue import INFO, FixAvailability
 from ..diagnostics import AddImport, Finding, FixPlan, NodeEdit
 from ..imports import ImportTable
 from ..model.events import Scope
 from ..model.interpreter import FileModel
 
-FixAvailability = Literal["always", "sometimes", "none"]
 
 
 @dataclass
@@ -54,6 +54,12 @@ class Rule:
     summary: ClassVar[str]
     default_enabled: ClassVar[bool] = True
     fix_availability: ClassVar[FixAvailability] = "none"
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        info = INFO[cls.code]  # name, summary and defaults live in the catalogue
+        cls.name, cls.summary = info.name, info.summary
+        cls.default_enabled, cls.fix_availability = info.default_enabled, info.fix_availability
 
     def check(self, ctx: RuleContext) -> None:
         raise NotImplementedError

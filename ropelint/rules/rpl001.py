@@ -9,9 +9,6 @@ from .base import Rule, RuleContext
 
 class IntegerTableCast(Rule):
     code = "RPL001"
-    name = "rope-integer-table-cast"
-    summary = "cos/sin tables or the phase cast to an integer tensor's dtype"
-    fix_availability = "always"
 
     def check(self, ctx: RuleContext) -> None:
         for cast in ctx.model.casts:

@@ -14,9 +14,6 @@ RUNTIME_IMPORT = "from ropelint import runtime as rope_runtime"
 
 class InvFreqInModuleState(Rule):
     code = "RPL002"
-    name = "rope-inv-freq-in-module-state"
-    summary = "inverse frequencies kept in a floating buffer or Parameter feed the phase"
-    fix_availability = "sometimes"
 
     def check(self, ctx: RuleContext) -> None:
         for product in ctx.model.products:

@@ -38,9 +38,6 @@ def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
 
 class MatmulPhase(Rule):
     code = "RPL003"
-    name = "rope-matmul-phase"
-    summary = "the phase is formed by a matmul or a summing einsum, which autocast runs in 16 bits"
-    fix_availability = "sometimes"
 
     def check(self, ctx: RuleContext) -> None:
         for product in ctx.model.products:

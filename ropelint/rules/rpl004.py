@@ -23,9 +23,6 @@ class _Swap(cst.CSTTransformer):
 
 class AutocastGuard(Rule):
     code = "RPL004"
-    name = "rope-autocast-guard"
-    summary = "phase code under a disabled-autocast context manager or decorator"
-    fix_availability = "sometimes"
 
     def check(self, ctx: RuleContext) -> None:
         for guard in ctx.model.guards:

@@ -6,9 +6,6 @@ from .casts import float32_fix
 
 class LowPrecisionPositions(Rule):
     code = "RPL005"
-    name = "rope-low-precision-positions"
-    summary = "positions created or cast in a dtype that can be 16-bit"
-    fix_availability = "always"
 
     def check(self, ctx: RuleContext) -> None:
         uses = [(p.positions, p.node, p.scope, "the phase") for p in ctx.model.products]

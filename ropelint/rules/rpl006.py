@@ -7,9 +7,6 @@ from .casts import float32_fix
 
 class LowPrecisionInvFreq(Rule):
     code = "RPL006"
-    name = "rope-low-precision-inv-freq"
-    summary = "inverse frequencies built in a dtype that can be 16-bit (including the default dtype)"
-    fix_availability = "always"
 
     def check(self, ctx: RuleContext) -> None:
         for built in ctx.model.inv_freqs:

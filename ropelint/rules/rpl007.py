@@ -12,9 +12,6 @@ from .base import Rule, RuleContext
 
 class TrigAfterDowncast(Rule):
     code = "RPL007"
-    name = "rope-trig-after-downcast"
-    summary = "cos/sin taken after the phase was cast to a dtype that can be 16-bit"
-    fix_availability = "sometimes"
 
     def check(self, ctx: RuleContext) -> None:
         phase_casts = {id(c.node): c for c in ctx.model.casts

@@ -6,8 +6,6 @@ from .base import Rule, RuleContext
 
 class ComplexBuffer(Rule):
     code = "RPL008"
-    name = "rope-complex-buffer"
-    summary = "a complex rotation table (freqs_cis) registered as a buffer"
 
     def check(self, ctx: RuleContext) -> None:
         for reg in ctx.model.registrations:

@@ -6,8 +6,6 @@ from .base import Rule, RuleContext
 
 class PhaseBuffer(Rule):
     code = "RPL009"
-    name = "rope-phase-buffer"
-    summary = "the phase itself (not cos/sin) stored in a floating buffer"
 
     def check(self, ctx: RuleContext) -> None:
         for reg in ctx.model.registrations:
