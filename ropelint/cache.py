@@ -70,11 +70,11 @@ class Cache:
             self.entries, self.index = {}, {}
 
     def lookup_stat(self, path: str, size: int, mtime_ns: int) -> str | None:
-        """The key recorded for an unchanged file ("" for one that needs no parse), else None."""
+        """The key recorded for an unchanged file ("" or "-" for one that needs no parse), else None."""
         record = self.index.get(path)
         if isinstance(record, list) and len(record) == 3 and record[0] == size and record[1] == mtime_ns:
             key = record[2]
-            if key == "" or key in self.entries:
+            if key in ("", "-") or key in self.entries:
                 return key
         return None
 

@@ -70,7 +70,8 @@ def check_paths(files: list[Path], settings: Settings, *, jobs: int | None = Non
                 known = cache.lookup_stat(stat_key, st.st_size, st.st_mtime_ns)
             except OSError:
                 known = None
-            if known == "" and not syntax_all:
+            # "" : nothing to parse; "-": nothing to parse and syntax-checked clean.
+            if known == "-" or (known == "" and not syntax_all):
                 results[index] = FileResult(display)
                 continue
             if known and known.endswith(":syntax") == syntax_all:
@@ -86,8 +87,8 @@ def check_paths(files: list[Path], settings: Settings, *, jobs: int | None = Non
         if use_prefilter and not segments.file_may_hold_rope(source.text):
             error = syntax_error(display, source.text) if syntax_all else None
             results[index] = FileResult(display, error=error)
-            if cache is not None and stat_key:
-                cache.remember_stat(stat_key, st.st_size, st.st_mtime_ns, "")
+            if cache is not None and stat_key and error is None:
+                cache.remember_stat(stat_key, st.st_size, st.st_mtime_ns, "-" if syntax_all else "")
             continue
         sources[display] = source
         codes = settings.codes_for(path)
@@ -119,7 +120,7 @@ def check_paths(files: list[Path], settings: Settings, *, jobs: int | None = Non
             if stat is not None:
                 cache.remember_stat(*stat, key)
         elif cache is not None and stat is not None and not result.diagnostics and result.error is None:
-            cache.remember_stat(*stat, "")
+            cache.remember_stat(*stat, "-" if syntax_all else "")
     if cache is not None:
         cache.save()
     ordered = [results[i] for i in sorted(results)]
