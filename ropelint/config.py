@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import json
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,9 @@ DEFAULT_EXCLUDE = (
     "node_modules", "site-packages", ".eggs", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".ropelint_cache",
     "_build", "buck-out",
 )
+
+
+_EXCLUDE_CACHE: dict[tuple[str, ...], "re.Pattern[str]"] = {}
 
 
 class ConfigError(Exception):
@@ -47,13 +51,23 @@ class Settings:
                 drop |= codes
         return frozenset(c for c in self.selected if not any(c.startswith(d) for d in drop))
 
-    def is_excluded(self, path: Path) -> bool:
-        rel = _relative(path, self.root)
-        for pattern in self.exclude:
-            if path.name == pattern or fnmatch.fnmatch(path.name, pattern) or fnmatch.fnmatch(rel, pattern) \
-                    or fnmatch.fnmatch(rel, pattern.rstrip("/") + "/*"):
-                return True
-        return False
+    def is_excluded(self, path: Path, rel: str | None = None) -> bool:
+        """``rel``: the path relative to the settings root, when the caller already knows it."""
+        if rel is None:
+            rel = _relative(path, self.root)
+        return self._exclude_regex().match(path.name) is not None or self._exclude_regex().match(rel) is not None
+
+    def _exclude_regex(self) -> re.Pattern[str]:
+        # One compiled alternation instead of an fnmatch per pattern per file: discovery is hot.
+        cached = _EXCLUDE_CACHE.get(self.exclude)
+        if cached is None:
+            parts = []
+            for pattern in self.exclude:
+                parts.append(fnmatch.translate(pattern))
+                parts.append(fnmatch.translate(pattern.rstrip("/") + "/*"))
+            cached = re.compile("|".join(f"(?:{p})" for p in parts) or "(?!)")
+            _EXCLUDE_CACHE[self.exclude] = cached
+        return cached
 
     def fingerprint(self) -> str:
         """Everything that changes a file's findings, for the cache key."""

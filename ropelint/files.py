@@ -103,22 +103,28 @@ def _is_virtualenv(folder: Path) -> bool:
 def discover(paths: list[Path], settings: Settings) -> Iterator[tuple[Path, bool]]:
     """Yield (path, explicit) for every file to check, in a stable order."""
     seen: set[Path] = set()
-    for root in paths:
-        if root.is_file() or not root.exists():
-            if root not in seen:
-                seen.add(root)
-                yield root, True
+    root = settings.root.resolve()
+    for start in paths:
+        if start.is_file() or not start.exists():
+            if start not in seen:
+                seen.add(start)
+                yield start, True
             continue
-        ignores = _inherited_ignores(root)
-        yield from _walk(root, ignores, settings, seen)
+        absolute = start.resolve()
+        ignores = _inherited_ignores(absolute)
+        try:
+            rel = absolute.relative_to(root).as_posix()
+            rel = "" if rel == "." else rel
+        except ValueError:
+            rel = None
+        yield from _walk(start, absolute, rel, ignores, settings, seen)
 
 
 def _inherited_ignores(root: Path) -> list[GitIgnore]:
     """.gitignore files of the folders above ``root`` up to the repository top."""
     found: list[GitIgnore] = []
-    current = root.resolve()
-    for folder in (current, *current.parents):
-        if folder != current:
+    for folder in (root, *root.parents):
+        if folder != root:
             ignore = GitIgnore.load(folder)
             if ignore is not None:
                 found.insert(0, ignore)
@@ -127,34 +133,36 @@ def _inherited_ignores(root: Path) -> list[GitIgnore]:
     return found
 
 
-def _walk(folder: Path, ignores: list[GitIgnore], settings: Settings, seen: set[Path]) -> Iterator[tuple[Path, bool]]:
-    local = GitIgnore.load(folder.resolve())
+def _walk(folder: Path, absolute: Path, rel: str | None, ignores: list[GitIgnore], settings: Settings,
+          seen: set[Path]) -> Iterator[tuple[Path, bool]]:
+    """``absolute`` is ``folder`` resolved once; children are joined by string, never resolved again."""
+    local = GitIgnore.load(absolute)
     active = ignores + [local] if local is not None else ignores
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError:
         return
     for entry in entries:
-        path = Path(entry.path)
+        name = entry.name
         is_dir = entry.is_dir(follow_symlinks=False)
-        if not is_dir and not (entry.name.endswith(".py") or entry.name.endswith(".pyi")):
+        if not is_dir and not name.endswith(".py"):
             continue
-        if entry.name.endswith(".pyi"):
+        child_rel = None if rel is None else (f"{rel}/{name}" if rel else name)
+        path = Path(entry.path)
+        if settings.is_excluded(path, child_rel if child_rel is not None else path.as_posix()):
             continue
-        if settings.is_excluded(path):
-            continue
-        resolved = path.resolve()
+        child_abs = absolute / name
         ignored = None
         for ignore in active:
-            decision = ignore.decision(resolved, is_dir)
+            decision = ignore.decision(child_abs, is_dir)
             if decision is not None:
                 ignored = decision
         if ignored:
             continue
         if is_dir:
-            if entry.name == ".git" or _is_virtualenv(path):
+            if name == ".git" or _is_virtualenv(path):
                 continue
-            yield from _walk(path, active, settings, seen)
+            yield from _walk(path, child_abs, child_rel, active, settings, seen)
         elif path not in seen:
             seen.add(path)
             yield path, False
