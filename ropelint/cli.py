@@ -65,7 +65,27 @@ def _cache(settings, no_cache: bool, cache_dir: Path | None):  # type: ignore[no
     return Cache(cache_dir or settings.root / ".ropelint_cache", settings.fingerprint())
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """``probe`` (and the torch-facing code behind it) is imported only when it is asked for."""
+
+    lazy = {"probe": ("ropelint.probe.command", "probe")}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy and name not in self.commands:
+            import importlib
+
+            module, attr = self.lazy[name]
+            try:
+                self.add_command(getattr(importlib.import_module(module), attr), name)
+            except ImportError:
+                return None
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", "-V", prog_name="ropelint", message="%(prog)s %(version)s")
 def cli() -> None:
     """Find and fix rotary-position-embedding code that silently loses precision."""
@@ -216,17 +236,6 @@ def explain(code: str) -> None:
         click.echo(f"ropelint: error: no document found for {code.upper()}", err=True)
         sys.exit(2)
     _console().print(Markdown(doc.text))
-
-
-def _register_probe() -> None:
-    try:
-        from .probe.command import probe
-    except ImportError:
-        return
-    cli.add_command(probe)
-
-
-_register_probe()
 
 
 def main() -> None:

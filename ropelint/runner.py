@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,6 +105,9 @@ def check_paths(files: list[Path], settings: Settings, *, jobs: int | None = Non
                         (stat_key, st.st_size, st.st_mtime_ns) if cache is not None and stat_key else None))
     jobs = jobs or default_jobs()
     if jobs > 1 and len(pending) >= POOL_THRESHOLD:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         context = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
         with ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=context) as pool:
             chunk = max(1, len(pending) // (jobs * 8))
