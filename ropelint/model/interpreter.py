@@ -52,6 +52,9 @@ SHAPE_METHODS = {
     "__getitem__", "index_select", "gather", "tile", "movedim", "unflatten",
 }
 PROMOTE_ORDER = [Dt.FULL, Dt.LOW, Dt.RUNTIME, Dt.INT, Dt.UNKNOWN]
+# The log of a base or timescale: ``math.log(10000)``, ``torch.log(base)``, ``log_timescale_increment``;
+# not a tensor's own ``.log()`` (geometric interpolation, log-space sampling).
+_LOG_OF_BASE = re.compile(r"\b(?:math|np|numpy|torch)\.log\d*\(|\blog_\w+|\w+_log\b")
 MATMUL_FUNCS = ("matmul", "mm", "bmm", "addmm", "baddbmm", "tensordot", "addbmm", "mv", "chain_matmul")
 
 
@@ -471,6 +474,9 @@ class Interpreter:
                 self._registered(source, ref, inner, frame)  # type: ignore[arg-type]
             else:
                 ref = StateRef(name, StateKind.ATTRIBUTE, source or target)
+                # Flow-insensitive across branches and methods: keep what every assignment allows.
+                if existing is not None and existing.value is not UNKNOWN and val is not UNKNOWN:
+                    val = join(existing.value, val)
                 frame.cls.state[name] = StateEntry(ref, val)
 
     def _holder_kind(self, source: cst.CSTNode | None) -> tuple[StateKind, bool, Val] | None:
@@ -531,9 +537,12 @@ class Interpreter:
         disabled = enabled is not None and bool_literal(enabled) is False
         if name in AUTOCAST:
             # torch.autocast(device_type, dtype, enabled); torch.cuda.amp.autocast(enabled, dtype)
-            pos_enabled = positional[2] if name in ("torch.autocast", "torch.amp.autocast") and len(positional) > 2 \
-                else positional[0] if name.endswith("amp.autocast") and name != "torch.amp.autocast" and positional else None
-            if pos_enabled is not None and bool_literal(pos_enabled) is False:
+            device_first = name in ("torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast")
+            order = ("device_type", "dtype", "enabled") if device_first else ("enabled", "dtype")
+            for slot, value in zip(order, positional):
+                kw.setdefault(slot, value)
+            enabled = kw.get("enabled")
+            if enabled is not None and bool_literal(enabled) is False:
                 disabled = True
             dtype = kw.get("dtype")
             if dtype is not None and (dotted(dtype) or [""])[-1] in TORCH_DTYPES_FULL:
@@ -633,7 +642,8 @@ class Interpreter:
             if base.has(Role.DTYPE):
                 return UNKNOWN
             dt = base.dtype
-            if dt is Dt.UNKNOWN and not base.has(Role.SCALAR):
+            plain_attribute = base.read is not None and base.read.ref.kind is StateKind.ATTRIBUTE
+            if dt is Dt.UNKNOWN and not base.has(Role.SCALAR) and not plain_attribute:
                 # The dtype of a tensor nothing is known about is decided at run time.
                 dt = Dt.RUNTIME
             if base.read is not None and base.read.ref.follows_module_casts:
@@ -1032,7 +1042,7 @@ class Interpreter:
 
     def _exp(self, node: cst.CSTNode, arg: Val, frame: Frame, arg_node: cst.CSTNode | None = None) -> Val:
         # ``exp(-log(base) * arange / half)``: without the log it is a decay or a slope, not a frequency.
-        has_log = arg_node is not None and "log" in self.module.code_for_node(arg_node)
+        has_log = arg_node is not None and _LOG_OF_BASE.search(self.module.code_for_node(arg_node)) is not None
         if arg.has(Role.ARANGE) and arg.scaled and has_log:
             dt = Dt.RUNTIME if arg.dtype is Dt.INT else arg.dtype
             val = Val(frozenset({Role.INV_FREQ}), dt, site=arg.site if dt.can_be_16bit else None)
