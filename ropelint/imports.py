@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+?)[ \t]*(?:#.*)?$", re.MULTILINE)
+# Every pattern tolerates CRLF files: ``$`` stops before ``\n``, so a ``\r`` may come first.
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+?)[ \t]*(?:#[^\r\n]*)?\r?$", re.MULTILINE)
 _FROM = re.compile(
-    r"^[ \t]*from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n#]*?(?:\\\n[^\n#]*?)*)[ \t]*(?:#.*)?$",
+    r"^[ \t]*from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^\r\n#]*?(?:\\\r?\n[^\r\n#]*?)*)[ \t]*(?:#[^\r\n]*)?\r?$",
     re.MULTILINE,
 )
-_TOP_IMPORT_END = re.compile(r"^(?:import|from)[ \t][^\n]*(?:\n(?=[ \t)])[^\n]*)*", re.MULTILINE)
+_TOP_IMPORT_END = re.compile(r"^(?:import|from)[ \t][^\r\n]*(?:\r?\n(?=[ \t)])[^\r\n]*)*", re.MULTILINE)
 
 # Modules whose attributes the rules care about.
 INTERESTING_ROOTS = ("torch", "numpy", "math", "contextlib", "functools")
@@ -41,7 +42,7 @@ class ImportTable:
 
 
 def _split_names(body: str) -> list[tuple[str, str]]:
-    body = body.strip().strip("()").replace("\\\n", " ")
+    body = body.replace("\r", "").strip().strip("()").replace("\\\n", " ")
     out: list[tuple[str, str]] = []
     for part in body.replace("\n", " ").split(","):
         part = part.split("#")[0].strip()

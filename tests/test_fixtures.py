@@ -61,3 +61,12 @@ def test_every_case_with_fixable_findings_has_a_fixed_form():
         result = check_text(path.name, path.read_text(), ALL)
         if any(d.fix is not None for d in result.diagnostics):
             assert (FIXTURES / "fixed" / path.name).exists(), f"fixtures/fixed/{path.name} missing"
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.name)
+def test_crlf_files_give_the_same_findings(path: Path):
+    text = path.read_text()
+    lf = check_text(path.name, text, ALL)
+    crlf = check_text(path.name, text.replace("\n", "\r\n"), ALL, newline="\r\n")
+    key = lambda r: [(d.code, d.line, d.column, d.end_line, d.end_column, d.fix is not None) for d in r.diagnostics]  # noqa: E731
+    assert key(crlf) == key(lf)
