@@ -39,5 +39,7 @@ CATALOGUE: tuple[RuleInfo, ...] = (
              "sometimes"),
     RuleInfo("RPL008", "rope-complex-buffer", "a complex rotation table (freqs_cis) registered as a buffer"),
     RuleInfo("RPL009", "rope-phase-buffer", "the phase itself (not cos/sin) stored in a floating buffer"),
+    RuleInfo("RPL010", "rope-vendored-runtime-outdated",
+             "a vendored copy of the runtime helper differs from the installed one", "always"),
 )
 INFO: dict[str, RuleInfo] = {info.code: info for info in CATALOGUE}

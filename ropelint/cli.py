@@ -138,9 +138,12 @@ def _emit(output_format, diagnostics, errors, sources, *, quiet, files_checked) 
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--write", is_flag=True, help="Apply the fixes. Without it, print a unified diff and write nothing.")
 @click.option("--unsafe-fixes", is_flag=True, help="Also apply fixes marked unsafe.")
+@click.option("--helper", "helper_mode", default=None, metavar="import|vendor[=PATH]",
+              help="How fixed code reaches the runtime helper: import it from ropelint (default), or copy it "
+                   "into your package (beside each fixed file, or at PATH) so ropelint is not needed at run time.")
 @click.option("--quiet", "-q", is_flag=True, help="Less output.")
 @_selection_options
-def fix(paths, write, unsafe_fixes, quiet, select, ignore, extend_select, config_path, no_cache, cache_dir,
+def fix(paths, write, unsafe_fixes, helper_mode, quiet, select, ignore, extend_select, config_path, no_cache, cache_dir,
         jobs) -> None:  # type: ignore[no-untyped-def]
     """Fix RoPE precision traps in PATHS.
 
@@ -154,10 +157,13 @@ def fix(paths, write, unsafe_fixes, quiet, select, ignore, extend_select, config
     from .reporters import text as text_reporter
     from .runner import check_paths
 
-    settings = _setup(paths, select, ignore, extend_select, config_path)
+    from . import vendor
+
+    settings = _setup(paths, select, ignore, extend_select, config_path, helper_mode)
     files = _files(paths, settings)
     results, sources = check_paths(files, settings, jobs=jobs, cache=_cache(settings, no_cache, cache_dir))
     errors = [r.error for r in results if r.error is not None]
+    vendored: dict[Path, str] = {}  # helper copies to create: path -> text
     remaining = []
     changed_files = 0
     applied = 0
@@ -173,16 +179,30 @@ def fix(paths, write, unsafe_fixes, quiet, select, ignore, extend_select, config
         remaining.extend(outcome.remaining.diagnostics)
         if not outcome.changed:
             continue
+        fixed = outcome.fixed
+        if settings.helper.startswith("vendor") and vendor.IMPORT_MODULE in fixed:
+            # A relative PATH is relative to the pyproject.toml that set it, else to the current folder.
+            target = vendor.target_for(source.path, settings.helper, settings.root if settings.source else Path.cwd())
+            fixed = vendor.apply(fixed, outcome.original, source.path, target)
+            current = target.read_text(encoding="utf-8") if target.exists() else None
+            if current is None or vendor.staleness(current) is not None:
+                vendored[target] = vendor.vendored_text()
         changed_files += 1
         applied += outcome.applied
         if write:
-            write_atomic(source.path, source.encode(outcome.fixed))
+            write_atomic(source.path, source.encode(fixed))
         else:
             diff = difflib.unified_diff(
-                outcome.original.splitlines(keepends=True), outcome.fixed.splitlines(keepends=True),
+                outcome.original.splitlines(keepends=True), fixed.splitlines(keepends=True),
                 fromfile=f"a/{result.path}", tofile=f"b/{result.path}",
             )
             sys.stdout.write("".join(diff))
+    for target, text in sorted(vendored.items()):
+        if write:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(target, text.encode("utf-8"))
+        elif not quiet:
+            out.print(f"would write the runtime helper to {target}", soft_wrap=True, markup=False)
     if errors:
         text_reporter.render_errors(_console(stderr=True), errors)
     if not quiet:

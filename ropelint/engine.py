@@ -10,7 +10,8 @@ from pathlib import Path
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from . import segments
+from . import segments, vendor
+from .catalogue import INFO
 from .diagnostics import (AddImport, DeleteLines, Diagnostic, FileError, FileResult, Finding, FixInfo,
                           InsertAfterStatement, Replace, TextEdit)
 from .imports import ImportTable, scan_imports
@@ -163,6 +164,8 @@ def _shift(rng: CodeRange, offset: int, columns: int = 0) -> CodeRange:
 def check_text(path: str, text: str, codes: frozenset[str], *, prefilter: bool | None = None,
                newline: str = "\n", syntax_all: bool = False) -> FileResult:
     """Check one file's text. ``syntax_all``: also report syntax errors outside the parsed RoPE parts."""
+    if text.startswith(vendor.HEADER_MARK):
+        return _vendored(path, text, codes)
     use_prefilter = prefilter_enabled() if prefilter is None else prefilter
     if use_prefilter:
         selection = segments.select(text) if segments.file_may_hold_rope(text) else None
@@ -218,6 +221,19 @@ def _hint_events(positions: _Positions, model: FileModel) -> None:
         positions.hint(built.val.site, built.scope.node)
 
 
+def _vendored(path: str, text: str, codes: frozenset[str]) -> FileResult:
+    """A vendored runtime helper is checked for staleness only: its code is the helper's own."""
+    stale = vendor.staleness(text)
+    if stale is None or "RPL010" not in codes:
+        return FileResult(path, parsed=False)
+    lines = text.split("\n", 1)[0]
+    fix = FixInfo("safe", "replace it with the installed ropelint's helper", (TextEdit(0, len(text), vendor.vendored_text()),))
+    info = INFO["RPL010"]
+    message = f"vendored runtime helper is out of date: {stale.reason}"
+    return FileResult(path, (Diagnostic("RPL010", info.name, message, path, 1, 1, 1, len(lines) + 1, "", fix),),
+                      parsed=False)
+
+
 def run_rules(module: cst.Module, model: FileModel, imports: ImportTable, codes: frozenset[str],
               positions: _Positions, selection: segments.Selection) -> tuple[list[Finding], _Positions]:
     if not (model.products or model.casts or model.registrations or model.inv_freqs or model.trigs):
@@ -229,7 +245,8 @@ def run_rules(module: cst.Module, model: FileModel, imports: ImportTable, codes:
                                positions.range(node).start.column),
     )
     for code in sorted(codes):
-        BY_CODE[code]().check(ctx)
+        if code in BY_CODE:
+            BY_CODE[code]().check(ctx)
     return ctx.findings, positions
 
 
@@ -258,8 +275,7 @@ def _to_diagnostics(path: str, text: str, findings: list[Finding], positions: _P
         if finding.fix is not None:
             edits = tuple(_text_edits(finding.fix.edits, positions, selection, starts, text, imports, newline))
             fix = FixInfo(finding.fix.safety, finding.fix.description, edits)
-        rule = BY_CODE[finding.code]
-        out.append(Diagnostic(finding.code, rule.name, finding.message, path, line, rng.start.column + 1,
+        out.append(Diagnostic(finding.code, INFO[finding.code].name, finding.message, path, line, rng.start.column + 1,
                               end_line, rng.end.column + 1, finding.symbol, fix))
     return tuple(sorted(out, key=lambda d: d.sort_key))
 
