@@ -6,6 +6,7 @@ import contextlib
 import logging
 import warnings
 from collections.abc import Iterator
+from dataclasses import replace
 
 import torch
 from torch import nn
@@ -68,24 +69,24 @@ def _quiet() -> Iterator[None]:
 
 
 def _seq_axis(invocation: Invocation) -> int:
-    return 1 if invocation.plan.seq_axis is None else invocation.plan.seq_axis
+    return invocation.plan.seq_axis
 
 
 def _inputs(invocation: Invocation, ctx: CallContext) -> tuple[torch.Tensor, torch.Tensor]:
-    x = torch.zeros(invocation.x_shape(ctx), dtype=ctx.dtype, device=ctx.device)
-    return x, ctx.positions[None, :]
+    return invocation.make_x(ctx), ctx.positions[None, :]
 
 
-def _context(head_dim: int, base: float, positions: torch.Tensor,
+def _context(invocation: Invocation, head_dim: int, base: float, positions: torch.Tensor,
              device: str = "cpu") -> CallContext:
-    return CallContext.make(head_dim, base, positions, torch.float32, device)
+    return replace(invocation.context(head_dim, base, positions, torch.float32, device),
+                   materialize=True)
 
 
 def export_check(invocation: Invocation, pair: tuple[int, float]) -> CheckResult:
     """Export with a dynamic sequence length, then run the program at an unseen length."""
     head_dim, base = pair
-    trace_ctx = _context(head_dim, base, torch.arange(EXPORT_TRACE_LENGTH))
-    check_ctx = _context(head_dim, base, torch.arange(EXPORT_CHECK_LENGTH))
+    trace_ctx = _context(invocation, head_dim, base, torch.arange(EXPORT_TRACE_LENGTH))
+    check_ctx = _context(invocation, head_dim, base, torch.arange(EXPORT_CHECK_LENGTH))
     seq = torch.export.Dim("seq", min=2, max=1 << 20)
     dynamic = {"x": {_seq_axis(invocation): seq}, "positions": {1: seq}}
     try:
@@ -140,7 +141,7 @@ def meta_check(invocation: Invocation, pair: tuple[int, float]) -> CheckResult:
     """Forward on the meta device; then meta -> to_empty -> load_state_dict -> forward."""
     head_dim, base = pair
     meta = torch.device("meta")
-    meta_ctx = _context(head_dim, base, torch.arange(EXPORT_TRACE_LENGTH), "meta")
+    meta_ctx = _context(invocation, head_dim, base, torch.arange(EXPORT_TRACE_LENGTH), "meta")
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
@@ -152,7 +153,7 @@ def meta_check(invocation: Invocation, pair: tuple[int, float]) -> CheckResult:
     if module is None:
         return CheckResult("meta", True, "runs on the meta device (a function holds no state)")
     positions = torch.tensor(DISCOVERY_POSITIONS, dtype=torch.long)
-    ctx = _context(head_dim, base, positions)
+    ctx = _context(invocation, head_dim, base, positions)
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
@@ -165,7 +166,8 @@ def meta_check(invocation: Invocation, pair: tuple[int, float]) -> CheckResult:
     except Exception as exc:
         return CheckResult("meta", False, f"meta -> to_empty -> load_state_dict -> forward "
                                           f"failed: {one_line(exc)}")
-    result = compare(table, invocation.reading.layout, Reference(positions, head_dim, base))
+    result = compare(table, invocation.reading.compare_layout,
+                     Reference(positions, head_dim, base))
     if not result.passed:
         return CheckResult("meta", False,
                            "after meta -> to_empty -> load_state_dict the output is wrong "

@@ -37,6 +37,8 @@ class Reference:
 
     def __init__(self, positions: torch.Tensor, head_dim: int, base: float) -> None:
         self.positions = positions.to("cpu")
+        self.head_dim = head_dim
+        self.base = base
         self.phase = reference_phase(self.positions, head_dim, base)
         self._trig: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         self._allowed: dict[tuple[str, torch.dtype], tuple[torch.Tensor, torch.Tensor]] = {}

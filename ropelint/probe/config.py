@@ -54,10 +54,11 @@ ROPE_DICT_FIELDS = ("rope_scaling", "rope_parameters", "rope_config", "rotary_co
                     "rope_params")
 TYPE_KEYS = ("rope_type", "type")
 DEFAULT_LAYER_TYPES = ("full_attention", "sliding_attention")
+STANDIN_LENGTH = 4096  # maximum length of the stand-in configs unless raised
 
 
 def neutral_rope_dict(value: Mapping[str, Any], head_dim: int, base: float,
-                      length: int) -> dict[str, Any]:
+                      length: int | None) -> dict[str, Any]:
     """A rope-parameters dict with the case's base and every scaling knob switched off.
 
     A dict whose values are dicts is a per-layer-type table: each entry is neutralised.
@@ -76,7 +77,7 @@ def neutral_rope_dict(value: Mapping[str, Any], head_dim: int, base: float,
             out[key] = [1.0] * (head_dim // 2)
         elif key in FRACTION_FIELDS and _is_number(item):
             out[key] = 1.0
-        elif key in LENGTH_FIELDS and _is_number(item):
+        elif key in LENGTH_FIELDS and _is_number(item) and length is not None:
             out[key] = length
         elif key in HEAD_DIM_FIELDS and _is_number(item):
             out[key] = head_dim
@@ -175,18 +176,30 @@ def _set(obj: object, name: str, value: Any) -> None:
         object.__setattr__(obj, name, value)
 
 
-def overlay(config: Any, head_dim: int, base: float, length: int) -> Any:
+ORIGINAL_LENGTH_FIELDS = ("original_max_position_embeddings", "original_max_seq_len",
+                          "original_context_length")
+
+
+def overlay(config: Any, head_dim: int, base: float, length: int | None) -> Any:
     """Write the probe's facts into an existing config object (or dict), in place.
 
     Only names the config already has are set, so its own defaults for everything else stay
-    and ``getattr(config, name, default)`` keeps working as its author meant.
+    and ``getattr(config, name, default)`` keeps working as its author meant. With
+    ``length`` None the config's own maximum lengths stay too, except that an "original"
+    length is made equal to the maximum (a context-extension ratio of 1, so no scaling).
     """
-    probe = ProbeConfig(head_dim, base, max_positions=length)
+    probe = ProbeConfig(head_dim, base, max_positions=length or 1)
     for name, value in probe.to_dict().items():
         if name in ROPE_DICT_FIELDS or name in ("layer_types", "model_type"):
             continue
+        if length is None and name in LENGTH_FIELDS:
+            continue
         if _has(config, name):
             _set(config, name, value)
+    if length is None and _has(config, "max_position_embeddings"):
+        for name in ORIGINAL_LENGTH_FIELDS:
+            if _has(config, name) and _is_number(_get(config, name)):
+                _set(config, name, _get(config, "max_position_embeddings"))
     for name in _fields_of(config):
         value = _get(config, name)
         if name in ROPE_DICT_FIELDS and isinstance(value, Mapping):
@@ -198,12 +211,13 @@ def overlay(config: Any, head_dim: int, base: float, length: int) -> Any:
     return config
 
 
-def build_annotated(cls: type, head_dim: int, base: float, length: int) -> Any:
+def build_annotated(cls: type, head_dim: int, base: float, length: int | None) -> Any:
     """An instance of the config class a constructor names, overlaid with the probe's facts.
 
     Built with its own defaults; required fields the probe knows by name are filled in.
+    ``length`` None keeps the class's own maximum lengths (see ``overlay``).
     """
-    probe = ProbeConfig(head_dim, base, max_positions=length).to_dict()
+    probe = ProbeConfig(head_dim, base, max_positions=length or STANDIN_LENGTH).to_dict()
     kwargs: dict[str, Any] = {}
     try:
         params = inspect.signature(cls).parameters.values()

@@ -10,7 +10,7 @@ import torch
 
 from ropelint.probe.checks import export_check, meta_check
 from ropelint.probe.compare import Reference, compare
-from ropelint.probe.invoke import CallContext, Invocation, discover, one_line
+from ropelint.probe.invoke import Invocation, discover, one_line
 from ropelint.probe.matrix import (
     DEFAULT_PAIRS,
     autocast_context,
@@ -80,13 +80,15 @@ def _run_matrix(
         raise ValueError("positions must be non-negative and non-empty")
     pairs = tuple(head_dims_bases) if head_dims_bases else DEFAULT_PAIRS
     chosen = tuple(autocasts) if autocasts else default_autocasts(torch.cuda.is_available())
-    invocation = discover(target, name, pair=pairs[0], init=init, call=call)
+    invocation = discover(target, name, pair=pairs[0], init=init, call=call, far=max(pos))
     if invocation.fixed_head_dim or invocation.fixed_base:
         # A literal from --init pins the module; the reference must use the same values.
-        pairs = tuple(dict.fromkeys(
-            (invocation.fixed_head_dim or d, invocation.fixed_base or b) for d, b in pairs))
+        # Values the code hard-codes pin it too, but keep the matrix its usual size.
+        pinned = tuple((invocation.fixed_head_dim or d, invocation.fixed_base or b)
+                       for d, b in pairs)
+        pairs = pinned if invocation.inferred_pair else tuple(dict.fromkeys(pinned))
     position_tensor = torch.tensor(pos, dtype=torch.long)
-    references = {pair: Reference(position_tensor, *pair) for pair in pairs}
+    references = {pair: Reference(position_tensor, *pair) for pair in dict.fromkeys(pairs)}
     results = tuple(
         run_case(invocation, case, references[(case.head_dim, case.base)])
         for case in build_cases(pairs, chosen)
@@ -99,10 +101,13 @@ def _run_matrix(
     return ProbeReport(name, results, invocation.describe(), tuple(checks))
 
 
-def prepare_module(invocation: Invocation, case: Case,
-                   device: torch.device) -> torch.nn.Module | None:
-    """Build in float32, then convert the way mixed-precision setups do."""
-    module = invocation.instantiate(case.head_dim, case.base, device)
+def prepare_module(invocation: Invocation, case: Case, device: torch.device,
+                   length: int) -> torch.nn.Module | None:
+    """Build in float32, then convert the way mixed-precision setups do.
+
+    ``length`` (the largest probed position + 1) goes to maximum-length parameters.
+    """
+    module = invocation.instantiate(case.head_dim, case.base, device, length)
     if module is None:
         return None  # functions hold no state; the case dtype reaches them as ``dtype``
     module.to(device)
@@ -119,9 +124,9 @@ def run_case(invocation: Invocation, case: Case, reference: Reference) -> CaseRe
         with warnings.catch_warnings():
             # Casting a complex buffer to bfloat16 warns; the comparison reports it better.
             warnings.simplefilter("ignore")
-            module = prepare_module(invocation, case, device)
-            ctx = CallContext.make(case.head_dim, case.base, reference.positions,
-                                   getattr(torch, case.activation_dtype), device)
+            ctx = invocation.context(case.head_dim, case.base, reference.positions,
+                                     getattr(torch, case.activation_dtype), device)
+            module = prepare_module(invocation, case, device, ctx.length)
             with torch.no_grad(), autocast_context(case.autocast):
                 output = invocation.call(module, ctx)
             table = invocation.read(output, ctx)
@@ -130,6 +135,6 @@ def run_case(invocation: Invocation, case: Case, reference: Reference) -> CaseRe
                           error=f"output not readable as {invocation.reading.describe()}: {exc}")
     except Exception as exc:  # the user's code raising under this case is a failed case
         return CaseResult(case, False, error=one_line(exc))
-    result = compare(table, invocation.reading.layout, reference)
+    result = compare(table, invocation.reading.compare_layout, reference)
     return CaseResult(case, result.passed, dtype_name(table.dtype), result.max_error,
                       result.worst_ratio, result.first_failing_position)

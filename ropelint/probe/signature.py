@@ -1,48 +1,94 @@
 """Work out how to build and call a rotary class or function from its parameter names.
 
 Nothing here touches torch: a binding is a recipe of slots (``head_dim``, ``positions``,
-...) that ``invoke`` fills per case.
+...) that ``invoke`` fills per case. Discovery (``invoke.discover``) tries the candidate
+constructors and calls listed here, in order, and keeps the first whose float32 output
+matches the reference.
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
+import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 # Parameter names by role. Order does not matter; membership does.
 DIM_NAMES = frozenset({
     "dim", "head_dim", "rotary_dim", "kv_channels", "n_elem", "rotary_ndims", "dim_head",
     "d_head", "head_size", "rotary_emb_dim", "rotary_embedding_dim", "rope_dim", "rot_dim",
     "dimension", "size_per_head", "hidden_size_per_attention_head", "ndims", "features",
+    "qk_rope_head_dim", "rope_head_dim", "rotary_size", "d_rotary", "embedding_dim",
+    "attention_head_size", "head_dims", "n_dim", "d_k", "dims", "rotary_dims",
 })
 BASE_NAMES = frozenset({
     "base", "theta", "rope_theta", "rotary_base", "rotary_emb_base", "rope_base", "base_freq",
-    "freq_base", "rotary_theta", "rope_freq_base", "rotary_emb_theta",
+    "freq_base", "rotary_theta", "rope_freq_base", "rotary_emb_theta", "base_frequency",
+    "rope_local_base_freq", "frequency_base", "base_theta", "rope_base_frequency",
 })
-CONFIG_NAMES = frozenset({"config", "cfg", "model_config", "args", "model_args", "params"})
+CONFIG_NAMES = frozenset({"config", "cfg", "model_config", "args", "model_args", "params",
+                          "conf", "rope_config", "text_config", "hparams", "settings"})
 MAX_POSITION_NAMES = frozenset({
     "max_position_embeddings", "max_positions", "max_seq_len", "max_seq_length", "max_len",
     "max_length", "block_size", "context_length", "max_seq_len_cached", "n_positions",
+    "max_sequence_length", "n_ctx", "num_positions", "max_cache_len", "cache_size",
+    "rope_max_seq_len", "max_seq", "max_pos", "max_position", "seq_len_cached",
+    "original_max_position_embeddings", "original_max_seq_len", "original_context_length",
+    "old_context_len", "original_seq_len", "pretrained_max_position_embeddings",
 })
 POSITION_NAMES = frozenset({
     "position_ids", "positions", "pos", "position", "pos_ids", "input_pos",
-    "token_positions", "position_idx", "t",
+    "token_positions", "position_idx", "t", "seq_pos", "pos_idx", "position_index",
+    "cache_position", "cache_positions", "position_indices", "pos_id", "positions_ids",
 })
 LENGTH_NAMES = frozenset({
     "seq_len", "seqlen", "seq_length", "sequence_length", "max_seq_len", "max_seq_length",
     "end", "length", "num_positions", "n_positions", "max_len", "max_length", "T",
+    "num_pos", "n_pos", "npos", "num_tokens", "n_tokens", "seq_size", "max_position",
+    "max_position_embeddings", "context_length", "block_size",
 })
-SEQ_DIM_NAMES = frozenset({"seq_dim", "seq_axis", "sequence_dim"})
+SEQ_DIM_NAMES = frozenset({"seq_dim", "seq_axis", "sequence_dim", "seq_dimension"})
+OFFSET_NAMES = frozenset({"offset", "start_pos", "past_len", "past_length", "start",
+                          "past_key_values_length", "position_offset", "start_index"})
+LAYER_TYPE_NAMES = frozenset({"layer_type", "attention_type", "layer_kind", "attn_type"})
+ACTIVATION_NAMES = frozenset({
+    "x", "q", "k", "v", "query", "key", "value", "hidden_states", "xq", "xk", "inputs",
+    "input", "tensor", "qk", "query_states", "key_states", "value_states", "input_tensor",
+    "hidden", "h", "q_or_k", "x_in", "xs", "queries", "keys", "states", "inp", "qkv",
+})
+# Constructor knobs the probe switches off so that the unscaled float64 reference applies.
+FRACTION_NAMES = frozenset({
+    "partial_rotary_factor", "rotary_pct", "rotary_percent", "rotary_percentage",
+    "rotary_emb_fraction", "rotary_fraction", "rope_fraction", "rope_pct", "pct_rotary",
+    "rope_partial_factor",
+})
+SCALE_NAMES = frozenset({
+    "scaling_factor", "scale_factor", "factor", "rope_factor", "rope_scaling_factor",
+    "seq_len_interpolation_factor", "interpolation_factor", "interpolate_factor",
+    "position_interpolation_factor", "theta_rescale_factor", "ntk_factor", "ntk_alpha",
+    "rope_ratio", "condense_ratio", "compress", "linear_scaling_factor", "rope_scale",
+    "pi_factor", "yarn_factor", "attention_factor", "rope_scaling", "scaling",
+})
+FACTOR_LIST_NAMES = frozenset({"short_factor", "long_factor", "rescale_factors", "ext_factors",
+                               "rope_factors", "freq_factors"})
+WIDTH_NAMES = frozenset({"hidden_size", "d_model", "n_embd", "embed_dim", "model_dim",
+                         "emb_dim", "n_embed", "width"})
+HEADS_NAMES = frozenset({"num_heads", "n_heads", "num_attention_heads", "n_head", "nhead",
+                         "heads", "num_head", "attention_heads", "n_kv_heads",
+                         "num_key_value_heads", "num_kv_heads"})
 DTYPE_NAMES = frozenset({"dtype"})
 DEVICE_NAMES = frozenset({"device"})
 
-# Slots a binding can use; ``invoke.resolve`` gives each a value per case.
+# Slots a binding can use; ``invoke`` gives each a value per case.
 SLOTS = frozenset({
     "x", "positions", "positions_1d", "seq_len", "dtype", "device", "head_dim", "base",
-    "config", "max_positions", "build_dtype",
+    "config", "max_positions", "build_dtype", "unit_factors", "layer_type",
 })
+
+# Where the sequence sits in ``x``: (rank, axis). Tried in this order for a target that
+# takes an activation, until its output matches.
+X_LAYOUTS: tuple[tuple[int, int], ...] = ((3, 1), (4, 2), (4, 1), (4, 0), (3, 0), (2, 0))
 
 
 class InferenceError(Exception):
@@ -61,7 +107,7 @@ class Slot:
 
 @dataclass(frozen=True)
 class Fixed:
-    """A literal from ``--init``/``--call``."""
+    """A literal from ``--init``/``--call``, or a value the probe chose (a neutral factor)."""
 
     value: object
 
@@ -90,16 +136,44 @@ class Binding:
 
 
 @dataclass(frozen=True)
+class ConfigChoice:
+    """Which config object a ``{config}`` slot receives (see ``ropelint.probe.config``)."""
+
+    kind: str  # "annotated" | "probe" | "layered" | "dict"
+    cls: type | None = None
+    raised: bool = False  # every length field covers the probed positions
+
+    def describe(self) -> str:
+        if self.kind == "annotated" and self.cls is not None:
+            return f"{self.cls.__name__}() overlaid with the case's values, scaling off"
+        return {"probe": "ProbeConfig", "layered": "ProbeConfig with per-layer-type "
+                "rope_parameters", "dict": "a dict of config values"}.get(self.kind, self.kind)
+
+
+@dataclass(frozen=True)
 class CallPlan:
     """How positions reach the target, and where the sequence sits in ``x``."""
 
     binding: Binding
-    seq_axis: int | None = None  # None: x is [1, S, head_dim]; else 4-D with S at this axis
+    x_layout: tuple[int, int] = (3, 1)  # (rank of x, axis of the sequence)
+    fixed_layout: bool = False  # a seq_dim argument names the axis: do not vary it
+    config: ConfigChoice | None = None  # functions only; classes keep it on the constructor
+    dim_free: bool = False  # functions only: no dimension parameter (hard-coded)
+    base_free: bool = False  # functions only: no base parameter (hard-coded)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def seq_axis(self) -> int:
+        return self.x_layout[1]
 
     @property
     def feeds_positions(self) -> bool:
         """True when an explicit position tensor is passed; else rows are 0..N-1."""
         return bool(self.binding.slots() & {"positions", "positions_1d"})
+
+    @property
+    def uses_x(self) -> bool:
+        return "x" in self.binding.slots()
 
 
 @dataclass(frozen=True)
@@ -107,6 +181,11 @@ class ConstructorPlan:
     binding: Binding
     fixed_head_dim: int | None = None  # a literal dim from --init narrows the matrix to it
     fixed_base: float | None = None
+    config: ConfigChoice | None = None
+    dim_free: bool = False  # no dimension parameter: the code fixes it
+    base_free: bool = False  # no base parameter: the code fixes it
+    notes: tuple[str, ...] = field(default=())
+    raised: bool = False  # maximum lengths raised above their defaults
 
 
 # --- parsing --init / --call -----------------------------------------------------------
@@ -192,19 +271,32 @@ def _named(params: list[inspect.Parameter]) -> list[inspect.Parameter]:
             if p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
 
 
-def _bind(params: list[inspect.Parameter], values: dict[str, Arg]) -> Binding:
-    """Positional-only parameters go by position; the rest by keyword, in signature order."""
+def _required(p: inspect.Parameter) -> bool:
+    return p.default is inspect.Parameter.empty
+
+
+def _bind(params: list[inspect.Parameter], values: Mapping[str, Arg]) -> Binding:
+    """Positional-only parameters go by position; the rest by keyword, in signature order.
+
+    A positional-only parameter the probe leaves alone but that sits before one it fills is
+    passed its own default, so later arguments keep their places.
+    """
+    positional_only = [p for p in params if p.kind is inspect.Parameter.POSITIONAL_ONLY]
+    last = max((i for i, p in enumerate(positional_only) if p.name in values), default=-1)
     args: list[Arg] = []
-    kwargs: list[tuple[str, Arg]] = []
-    for p in params:
-        if p.name not in values:
-            continue
-        if p.kind is inspect.Parameter.POSITIONAL_ONLY:
+    for p in positional_only[: last + 1]:
+        if p.name in values:
             args.append(values[p.name])
+        elif not _required(p):
+            args.append(Fixed(p.default))
         else:
-            kwargs.append((p.name, values[p.name]))
-    extra = [k for k in values if k not in {p.name for p in params}]
-    kwargs += [(k, values[k]) for k in extra]
+            raise InferenceError(f"no value for positional-only parameter {p.name}")
+    kwargs: list[tuple[str, Arg]] = [
+        (p.name, values[p.name]) for p in params
+        if p.kind is not inspect.Parameter.POSITIONAL_ONLY and p.name in values
+    ]
+    known = {p.name for p in params}
+    kwargs += [(k, v) for k, v in values.items() if k not in known]
     return Binding(tuple(args), tuple(kwargs))
 
 
@@ -220,23 +312,95 @@ def _fixed_number(arg: Arg | None) -> float | None:
     return None
 
 
-def constructor_plan(cls: type, init: str | Mapping[str, object] | None = None) -> ConstructorPlan:
-    """Map ``__init__`` parameters to slots: dimension, base, config; defaults left alone."""
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _hints(func: Callable[..., object]) -> dict[str, object]:
+    target = func.__init__ if inspect.isclass(func) else func  # type: ignore[misc]
+    try:
+        return typing.get_type_hints(target)
+    except Exception:  # unresolvable string annotations, odd objects
+        annotations = getattr(target, "__annotations__", {})
+        return {k: v for k, v in annotations.items() if not isinstance(v, str)}
+
+
+def config_choices(func: Callable[..., object], name: str) -> list[ConfigChoice]:
+    """Configs to try for parameter ``name``: its annotated class first, then stand-ins."""
+    hint = _hints(func).get(name)
+    options = list(typing.get_args(hint)) if typing.get_origin(hint) in (
+        typing.Union, getattr(__import__("types"), "UnionType", typing.Union)
+    ) else [hint]
+    choices: list[ConfigChoice] = []
+    wants_dict = False
+    for option in options:
+        origin = typing.get_origin(option) or option
+        if origin in (dict, Mapping, typing.Mapping) or (
+            inspect.isclass(origin) and issubclass(origin, Mapping)
+            and origin.__module__ in ("builtins", "typing", "collections.abc")
+        ):
+            wants_dict = True
+        elif inspect.isclass(option) and option not in (object, type(None), str, int, float,
+                                                          bool, list, tuple):
+            choices.append(ConfigChoice("annotated", option))
+    stand_ins = [ConfigChoice("probe"), ConfigChoice("layered"), ConfigChoice("dict")]
+    if wants_dict:
+        stand_ins.insert(0, stand_ins.pop())
+    return choices + stand_ins
+
+
+def _neutral(p: inspect.Parameter) -> Arg | None:
+    """A value that switches a scaling/fraction knob off, or None to leave its default."""
+    name, default = p.name, p.default
+    if name in FRACTION_NAMES:
+        if _required(p) or (_is_number(default) and default != 1):
+            return Fixed(1.0)
+        return None
+    if name in FACTOR_LIST_NAMES:
+        if _required(p) or isinstance(default, (list, tuple)):
+            return Slot("unit_factors")
+        return None
+    if name in SCALE_NAMES:
+        if name in ("rope_scaling", "scaling"):
+            return Fixed(None) if _required(p) or isinstance(default, Mapping) else None
+        if _required(p) or (_is_number(default) and default != 1):
+            return Fixed(1.0)
+    return None
+
+
+def constructor_plans(cls: type,
+                      init: str | Mapping[str, object] | None = None) -> list[ConstructorPlan]:
+    """Map ``__init__`` parameters to slots; one plan per variant worth trying, in order.
+
+    Dimension, base and config parameters get the case's values; scaling factors, rotary
+    fractions and per-frequency factor lists are switched off; other defaults are left
+    alone. Maximum-length parameters keep their defaults in the first variants (a required
+    one gets a length covering every probed position); later variants raise them all to
+    that length, for code whose default table cannot serve the probed positions. Each of
+    these comes once per config object worth trying (``config_choices``).
+    """
     try:
         params = _parameters(cls, drop_first=False)  # signature(cls) already drops self
     except (TypeError, ValueError) as exc:
         raise InferenceError(f"cannot read the signature of {cls.__name__}: {exc}") from exc
     _, overrides = parse_assignments(init, allow_positional=False)
     named = _named(params)
-    unknown = [k for k in overrides if k not in {p.name for p in named}]
+    names = {p.name for p in named}
+    unknown = [k for k in overrides if k not in names]
     if unknown and not _accepts_var_kwargs(params):
         raise InferenceError(
             f"--init names {', '.join(unknown)}, which {_signature_text(cls.__name__, named)} "
             "does not take"
         )
+    has_dim = any(p.name in DIM_NAMES for p in named)
+    has_width = any(p.name in WIDTH_NAMES for p in named)
     values: dict[str, Arg] = {}
+    raised: dict[str, Arg] = {}  # length parameters whose defaults the later variants raise
     missing: list[str] = []
+    notes: list[str] = []
+    config_param: str | None = None
     for p in named:
+        neutral = _neutral(p)
         if p.name in overrides:
             values[p.name] = overrides[p.name]
         elif p.name in DIM_NAMES:
@@ -245,10 +409,21 @@ def constructor_plan(cls: type, init: str | Mapping[str, object] | None = None) 
             values[p.name] = Slot("base")
         elif p.name in CONFIG_NAMES:
             values[p.name] = Slot("config")
-        elif p.default is not inspect.Parameter.empty:
-            continue  # leave the author's default alone
+            config_param = p.name
         elif p.name in MAX_POSITION_NAMES:
-            values[p.name] = Slot("max_positions")
+            if _required(p):
+                values[p.name] = Slot("max_positions")
+            else:
+                raised[p.name] = Slot("max_positions")
+        elif p.name in WIDTH_NAMES and not (has_dim and not _required(p)):
+            values[p.name] = Slot("head_dim")  # with one head, the width is the head dim
+        elif p.name in HEADS_NAMES and (has_width or _required(p)):
+            values[p.name] = Fixed(1)
+        elif neutral is not None:
+            values[p.name] = neutral
+            notes.append(f"{p.name}={neutral.describe()}")
+        elif not _required(p):
+            continue  # leave the author's default alone
         elif p.name in DTYPE_NAMES:
             values[p.name] = Slot("build_dtype")
         elif p.name in DEVICE_NAMES:
@@ -269,24 +444,27 @@ def constructor_plan(cls: type, init: str | Mapping[str, object] | None = None) 
         )
     slots = {a.name for a in values.values() if isinstance(a, Slot)}
     fixed_dim, fixed_base = fixed_pair(values)
-    if "config" not in slots:
-        if "head_dim" not in slots and fixed_dim is None:
-            raise InferenceError(
-                f"{signature}: found no rotary-dimension parameter (tried names such as "
-                "dim, head_dim, rotary_dim, kv_channels, n_elem); "
-                "name it with --init 'NAME={head_dim}'"
-            )
-        if "base" not in slots and fixed_base is None:
-            raise InferenceError(
-                f"{signature}: found no base parameter (tried base, theta, rope_theta, "
-                "rotary_base, ...); name it with --init 'NAME={base}', or if the base is "
-                "hard-coded pass it with --init 'NAME=VALUE' for a parameter it does take"
-            )
-    return ConstructorPlan(_bind(named, values), fixed_dim, fixed_base)
+    dim_free = "config" not in slots and "head_dim" not in slots and fixed_dim is None
+    base_free = "config" not in slots and "base" not in slots and fixed_base is None
+    scaled = tuple(f"scaling off: {', '.join(notes)}" for _ in notes[:1])
+    choices: list[ConfigChoice | None] = (
+        list(config_choices(cls, config_param)) if config_param else [None])
+    plans = [ConstructorPlan(_bind(named, values), fixed_dim, fixed_base, choice, dim_free,
+                             base_free, scaled) for choice in choices]
+    if raised or config_param:
+        note = (f"{', '.join(raised)} raised to cover every probed position" if raised
+                else "config lengths raised to cover every probed position")
+        plans += [
+            ConstructorPlan(_bind(named, {**values, **raised}), fixed_dim, fixed_base,
+                            replace(choice, raised=True) if choice else None, dim_free,
+                            base_free, (*scaled, note), raised=True)
+            for choice in choices
+        ]
+    return plans
 
 
 def _role_values(params: list[inspect.Parameter], *, function: bool) -> dict[str, str]:
-    """Parameter name -> slot name for every parameter whose role the name gives away."""
+    """Parameter name -> role for every parameter whose role the name gives away."""
     roles: dict[str, str] = {}
     for p in params:
         name = p.name
@@ -300,12 +478,21 @@ def _role_values(params: list[inspect.Parameter], *, function: bool) -> dict[str
             roles[name] = "dtype"
         elif name in DEVICE_NAMES:
             roles[name] = "device"
+        elif name in OFFSET_NAMES:
+            roles[name] = "offset"
+        elif name in LAYER_TYPE_NAMES:
+            roles[name] = "layer_type"
         elif function and name in DIM_NAMES:
             roles[name] = "head_dim"
         elif function and name in BASE_NAMES:
             roles[name] = "base"
         elif function and name in CONFIG_NAMES:
             roles[name] = "config"
+        elif function and (name in FRACTION_NAMES or name in SCALE_NAMES
+                           or name in FACTOR_LIST_NAMES):
+            roles[name] = "neutral"
+        elif name in ACTIVATION_NAMES:
+            roles[name] = "x"
     return roles
 
 
@@ -315,11 +502,24 @@ def _override_plan(params: list[inspect.Parameter], call: str | None,
     _, extra = parse_assignments(init, allow_positional=False)
     values = {**extra, **named}
     binding = Binding(positional, tuple(values.items()))
-    seq_axis = None
+    layout = (3, 1)
+    fixed_layout = False
     for key, arg in values.items():
         if key in SEQ_DIM_NAMES and isinstance(arg, Fixed) and isinstance(arg.value, int):
-            seq_axis = arg.value
-    return CallPlan(binding, seq_axis)
+            layout, fixed_layout = (4, arg.value), True
+    config = ConfigChoice("probe") if "config" in binding.slots() else None
+    return CallPlan(binding, layout, fixed_layout, config)
+
+
+def _auto_value(p: inspect.Parameter, role: str | None) -> Arg | None:
+    """Values for parameters that are not the point of a plan (dtype, offsets, layer type)."""
+    if role in ("dtype", "device"):
+        return Slot(role)
+    if role == "offset" and _required(p):
+        return Fixed(0)
+    if role == "layer_type" and (_required(p) or p.default is None):
+        return Slot("layer_type")
+    return None
 
 
 def forward_plans(cls: type, call: str | None = None) -> list[CallPlan]:
@@ -331,51 +531,53 @@ def forward_plans(cls: type, call: str | None = None) -> list[CallPlan]:
     if call is not None:
         return [_override_plan(params, call, None)]
     roles = _role_values(params, function=False)
-    required = [p for p in params if p.default is inspect.Parameter.empty]
     position_param = next((p for p in params if roles.get(p.name) == "positions"), None)
     length_param = next((p for p in params if roles.get(p.name) == "seq_len"), None)
     seq_dim_param = next((p for p in params if roles.get(p.name) == "seq_dim"), None)
-    # The activation is the first parameter with no role (x, hidden_states, q, ...).
-    x_param = next((p for p in params if p.name not in roles), None)
+    activations = [p for p in params if roles.get(p.name) == "x"]
+    unknown_required = [p for p in params if _required(p) and p.name not in roles]
 
-    def plan(feed: dict[str, Arg], seq_axis: int | None = None) -> CallPlan | None:
+    def plan(feed: dict[str, Arg], layout: tuple[int, int] = (3, 1),
+             fixed_layout: bool = False) -> CallPlan | None:
         values: dict[str, Arg] = {}
         for p in params:
+            auto = _auto_value(p, roles.get(p.name))
             if p.name in feed:
                 values[p.name] = feed[p.name]
-            elif roles.get(p.name) in ("dtype", "device"):
-                values[p.name] = Slot(roles[p.name])
-            elif p.default is inspect.Parameter.empty:
+            elif auto is not None:
+                values[p.name] = auto
+            elif _required(p):
                 return None  # a required parameter this plan cannot fill
-        return CallPlan(_bind(params, values), seq_axis)
+        return CallPlan(_bind(params, values), layout, fixed_layout)
 
-    x_feed: dict[str, Arg] = {x_param.name: Slot("x")} if x_param is not None else {}
+    x_feed: dict[str, Arg] = {p.name: Slot("x") for p in activations}
     candidates: list[CallPlan | None] = []
     if position_param is not None:
         for shape in ("positions", "positions_1d"):
             candidates.append(plan({**x_feed, position_param.name: Slot(shape)}))
     if length_param is not None:
         candidates.append(plan({**x_feed, length_param.name: Slot("seq_len")}))
-    if seq_dim_param is not None and x_param is not None:
+    if seq_dim_param is not None and activations:
         default = seq_dim_param.default
-        axis = default if isinstance(default, int) else 1
+        axis = default if isinstance(default, int) and not isinstance(default, bool) else 1
         feed = {**x_feed}
-        if default is inspect.Parameter.empty:
+        if _required(seq_dim_param):
             feed[seq_dim_param.name] = Fixed(axis)
-        candidates.append(plan(feed, seq_axis=axis))
+        rank = 4 if axis >= 0 else 3
+        candidates.append(plan(feed, (rank, axis % rank), fixed_layout=True))
+    if activations:
+        candidates.append(plan(x_feed))  # the length comes from x, the positions are 0..N-1
     # Generic shapes by arity, for names no rule knows.
-    unknown_required = [p for p in required if p.name not in roles]
     if len(unknown_required) == 1:
         only = unknown_required[0].name
         for slot in ("positions", "positions_1d", "seq_len"):
-            candidates.append(plan({only: Slot(slot)}))
-        candidates.append(plan({only: Slot("x")}))  # x alone: length from x.shape[1]
-    elif len(unknown_required) == 2:
+            candidates.append(plan({**x_feed, only: Slot(slot)}))
+        candidates.append(plan({**x_feed, only: Slot("x")}))  # x alone: length from x
+    elif len(unknown_required) == 2 and not activations:
         first, second = unknown_required[0].name, unknown_required[1].name
         for slot in ("positions", "positions_1d", "seq_len"):
             candidates.append(plan({first: Slot("x"), second: Slot(slot)}))
-    elif x_param is not None and not required:
-        candidates.append(plan({x_param.name: Slot("x")}))
+        candidates.append(plan({first: Slot("x"), second: Slot("x")}))  # (q, k)
     unique = list(dict.fromkeys(c for c in candidates if c is not None))
     if not unique:
         raise InferenceError(
@@ -396,16 +598,29 @@ def function_plans(func: Callable[..., object], call: str | None = None,
     roles = _role_values(params, function=True)
     base_values: dict[str, Arg] = {}
     missing = []
+    notes: list[str] = []
     position_param = None
+    config_param = None
     for p in params:
         role = roles.get(p.name)
+        auto = _auto_value(p, role)
         if p.name in overrides:
             base_values[p.name] = overrides[p.name]
         elif role == "positions":
             position_param = p.name
-        elif role in ("seq_len", "head_dim", "base", "dtype", "device", "config"):
+        elif role in ("seq_len", "head_dim", "base", "x"):
             base_values[p.name] = Slot(role)
-        elif p.default is inspect.Parameter.empty:
+        elif role == "config":
+            base_values[p.name] = Slot("config")
+            config_param = p.name
+        elif role == "neutral":
+            neutral = _neutral(p)
+            if neutral is not None:
+                base_values[p.name] = neutral
+                notes.append(f"{p.name}={neutral.describe()}")
+        elif auto is not None:
+            base_values[p.name] = auto
+        elif _required(p):
             missing.append(p.name)
     signature = _signature_text(name, params)
     if missing:
@@ -414,16 +629,21 @@ def function_plans(func: Callable[..., object], call: str | None = None,
             "give the call with --call, e.g. --call 'dim={head_dim},end={seq_len},theta={base}'"
         )
     slots = {a.name for a in base_values.values() if isinstance(a, Slot)}
-    if "config" not in slots and not ({"head_dim"} <= slots or _has_fixed(base_values, DIM_NAMES)):
-        raise InferenceError(f"{signature}: found no rotary-dimension parameter; use --call")
-    if "config" not in slots and not ({"base"} <= slots or _has_fixed(base_values, BASE_NAMES)):
-        raise InferenceError(f"{signature}: found no base parameter; use --call")
+    dim_free = "config" not in slots and not (
+        "head_dim" in slots or _has_fixed(base_values, DIM_NAMES))
+    base_free = "config" not in slots and not (
+        "base" in slots or _has_fixed(base_values, BASE_NAMES))
     if position_param is None and "seq_len" not in slots:
         raise InferenceError(f"{signature}: found no length or positions parameter; use --call")
-    if position_param is None:
-        return [CallPlan(_bind(params, base_values))]
-    return [CallPlan(_bind(params, {**base_values, position_param: Slot(shape)}))
-            for shape in ("positions_1d", "positions")]
+    scaled = tuple(f"scaling off: {', '.join(notes)}" for _ in notes[:1])
+    feeds = [base_values] if position_param is None else [
+        {**base_values, position_param: Slot(shape)} for shape in ("positions_1d", "positions")
+    ]
+    choices: list[ConfigChoice | None] = (
+        list(config_choices(func, config_param)) if config_param else [None])
+    return [CallPlan(_bind(params, feed), config=choice, dim_free=dim_free,
+                     base_free=base_free, notes=scaled)
+            for feed in feeds for choice in choices]
 
 
 def fixed_pair(values: Mapping[str, Arg]) -> tuple[int | None, float | None]:

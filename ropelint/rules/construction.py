@@ -73,9 +73,10 @@ def match_default(expr: cst.BaseExpression, module: cst.Module, imports: ImportT
     return DefaultConstruction(exponent.right, base)
 
 
-def assigned_value(fn: cst.FunctionDef, name: str, before: cst.CSTNode) -> cst.BaseExpression | None:
-    """The one expression a local is assigned in ``fn`` before ``before``; None if zero or several."""
-    found: list[cst.BaseExpression] = []
+def assigned_value(fn: cst.FunctionDef, name: str, before: cst.CSTNode) -> tuple[cst.BaseExpression, int | None] | None:
+    """The one expression a local is assigned in ``fn`` before ``before``, with its index when the
+    assignment unpacks a tuple (``inv_freq, scale = f(...)``); None if zero or several."""
+    found: list[tuple[cst.BaseExpression, int | None]] = []
 
     class Finder(cst.CSTVisitor):
         done = False
@@ -88,13 +89,14 @@ def assigned_value(fn: cst.FunctionDef, name: str, before: cst.CSTNode) -> cst.B
             if isinstance(node, cst.Assign):
                 for target in node.targets:
                     if isinstance(target.target, cst.Name) and target.target.value == name:
-                        found.append(node.value)
+                        found.append((node.value, None))
                     elif isinstance(target.target, (cst.Tuple, cst.List)):
-                        if any(isinstance(e.value, cst.Name) and e.value.value == name for e in target.target.elements):
-                            found.append(cst.Name("__unpacked__"))
+                        for i, element in enumerate(target.target.elements):
+                            if isinstance(element.value, cst.Name) and element.value.value == name:
+                                found.append((node.value, i))
             elif isinstance(node, (cst.AugAssign, cst.AnnAssign)) and isinstance(node.target, cst.Name) \
                     and node.target.value == name:
-                found.append(node.value if isinstance(node, cst.AnnAssign) and node.value else cst.Name("__aug__"))
+                found.append((node.value if isinstance(node, cst.AnnAssign) and node.value else cst.Name("__aug__"), None))
             return True
 
     fn.body.visit(Finder())

@@ -4,7 +4,7 @@ import libcst as cst
 
 from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, Replace
 from ..model.events import Product, Registration
-from ..model.names import string_value
+from ..model.names import dotted, string_value
 from ..model.values import Role, StateKind, StateRead
 from .base import Rule, RuleContext
 from .construction import assigned_value, match_default
@@ -54,16 +54,27 @@ class InvFreqInModuleState(Rule):
         value = self._registered_expression(reg)
         if value is None:
             return None, "the registered value is not a single expression"
+        index = None
         if isinstance(value, cst.Name):
-            value = assigned_value(reg.scope.node, value.value, reg.node)
-            if value is None:
+            assigned = assigned_value(reg.scope.node, value.value, reg.node)
+            if assigned is None:
                 return None, "the frequencies are assigned more than once before registration"
-        spec = match_default_or_none(ctx, value)
+            value, index = assigned
+        device = self._device(product)
+        spec = match_default_or_none(ctx, value) if index is None else None
         if spec is None:
+            rebuilt = self._call_again(ctx, value, index, reg.scope.node, device)
+            if rebuilt is not None:
+                return FixPlan(
+                    "unsafe",
+                    f"rebuild `{ref.name}` in forward with the module's own construction `{rebuilt}` on the positions' "
+                    f"device (assumes it builds float32 values and that nothing updates the buffer later, "
+                    f"e.g. a dynamic-scaling decorator)",
+                    (Replace(read.node, rebuilt),),
+                ), ""
             return None, ("the construction is not the default `1 / (base ** (arange(0, dim, 2) / dim))`; "
                           "rebuild it in float32 inside forward with the module's own code")
         dim_code, base_code = spec
-        device = self._device(product)
         spec_attr = f"_{ref.name.strip('_')}_spec"
         init_line = f"self.{spec_attr} = ({dim_code}, {base_code})  # ropelint: float32 rebuild of `{ref.name}`"
         call = f"rope_runtime.inv_freq(*self.{spec_attr}, device={device})"
@@ -72,6 +83,36 @@ class InvFreqInModuleState(Rule):
             f"rebuild `{ref.name}` in float32 on the positions' device in forward (the buffer stays registered)",
             (InsertAfterStatement(reg.node, init_line), Replace(read.node, call), AddImport(RUNTIME_IMPORT)),
         ), ""
+
+    @staticmethod
+    def _call_again(ctx: RuleContext, value: cst.BaseExpression, index: int | None, init: cst.FunctionDef,
+                    device: str) -> str | None:
+        """``self.rope_init_fn(self.config, device)`` -> the same call on the positions' device, when every
+        argument other than the device is a constant or a ``self`` attribute (so it means the same in forward)."""
+        if not isinstance(value, cst.Call):
+            return None
+        func = value.func
+        params = {p.name.value for p in (*init.params.params, *init.params.kwonly_params, *init.params.posonly_params)}
+        parts = dotted(func)
+        if parts is None or (parts[0] != "self" and (parts[0] in params or len(parts) != 1
+                                                     or parts[0] not in ctx.model.functions)):
+            return None
+        args = []
+        saw_device = False
+        for arg in value.args:
+            text = ctx.code(arg.value)
+            if isinstance(arg.value, cst.Name) and arg.value.value == "device":
+                text, saw_device = device, True
+            elif not (isinstance(arg.value, (cst.Integer, cst.Float, cst.SimpleString))
+                      or ((dotted(arg.value) or [""])[0] == "self")
+                      or (isinstance(arg.value, cst.Name) and arg.value.value in ("None", "True", "False"))):
+                return None
+            keyword = f"{arg.keyword.value}=" if arg.keyword is not None else ""
+            args.append(f"{'*' * len(arg.star) if arg.star else ''}{keyword}{text}")
+        if not saw_device:
+            return None  # a construction that ignores the device would rebuild on the wrong one
+        call = f"{ctx.code(func)}({', '.join(args)})"
+        return f"{call}[{index}]" if index is not None else call
 
     @staticmethod
     def _registered_expression(reg: Registration) -> cst.BaseExpression | None:
