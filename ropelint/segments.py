@@ -19,9 +19,6 @@ _FILE_WORDS = ("freq", "arange", "autocast", "polar", "rotary", "rope", "Rotary"
 _ROTARY_LITERALS = ("freq", "phase", "polar", "_cis", "rotary", "rope", "Rotary", "sincos", "theta", "omega")
 # A power with an operand on the left (``**kwargs`` has none).
 # Either spaced on both sides or on neither: markdown bold in docstrings (``are **not**``) is neither.
-# A numeric exponent (``x ** 0.5``, ``x**2``) is a norm or a scale, never a frequency construction.
-_POWER = re.compile(r"[\w)\]]\s+\*\*\s+[(\-a-zA-Z_]|[\w)\]]\*\*[(\-a-zA-Z_]|\bpow\(|\bexp\(")
-_TRIG = re.compile(r"\.(?:cos|sin)\(\)|\b(?:cos|sin)\(")
 _WRAPPER = re.compile(r"return\s+[\w.]*autocast\(|\byield\b")
 _DEF_NAME = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)")
 _ROTARY_NAME = re.compile(r"rotary|rope|freq|sincos|sinusoid|position|pos_?emb|\bcis\b", re.IGNORECASE)
@@ -34,20 +31,6 @@ _KEEP_METHODS = {"_apply"}
 
 def file_may_hold_rope(text: str) -> bool:
     return "torch" in text and any(word in text for word in _FILE_WORDS)
-
-
-def _word_at(text: str, word: str, whole: bool) -> bool:
-    """``word`` occurs in ``text``; with ``whole``, not inside a longer identifier."""
-    start = text.find(word)
-    while start != -1:
-        if not whole:
-            return True
-        before = text[start - 1] if start else " "
-        after = text[start + len(word):start + len(word) + 1]
-        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
-            return True
-        start = text.find(word, start + 1)
-    return False
 
 
 # Words that are rotary values when used as code (``phase = ...``, ``theta**``), prose otherwise.
@@ -69,14 +52,43 @@ def _rotary_vocabulary(segment: str) -> bool:
     return any(word in segment and _CODE_WORDS[word].search(segment) is not None for word in _CODE_WORDS)
 
 
+_TRIG_LITERALS = (".cos(", ".sin(", " cos(", " sin(", "(cos(", "(sin(", "=cos(", "=sin(")
+
+
+def _has_power(segment: str) -> bool:
+    """A power with an operand on each side (not ``**kwargs``), spaced on both sides or on neither
+    (not markdown bold), with a non-numeric exponent (not ``x ** 0.5``); or a pow/exp call.
+    Scanned by ``str.find``: a regex without a literal prefix is slow on long segments."""
+    for word in ("pow(", "exp("):
+        start = segment.find(word)
+        while start != -1:
+            if start == 0 or not (segment[start - 1].isalnum() or segment[start - 1] == "_"):
+                return True
+            start = segment.find(word, start + 1)
+    start = segment.find("**")
+    while start != -1:
+        before = segment[:start]
+        after = segment[start + 2:start + 40]
+        spaced_before = before.endswith((" ", "\t"))
+        left = before.rstrip(" \t")[-1:]
+        right_text = after.lstrip(" \t")
+        spaced_after = len(right_text) != len(after)
+        right = right_text[:1]
+        if left and (left.isalnum() or left in "_)]") and spaced_before == spaced_after \
+                and right and (right in "(-_" or right.isalpha()):
+            return True
+        start = segment.find("**", start + 2)
+    return False
+
+
 def _interesting(segment: str, first_line: str, lines: int, *, method: bool = False) -> bool:
     ranged = "arange(" in segment or "linspace(" in segment
-    trig = ("cos(" in segment or "sin(" in segment) and _TRIG.search(segment) is not None
+    trig = any(token in segment for token in _TRIG_LITERALS)
     if _rotary_vocabulary(segment):
         if ranged or trig or "register_buffer" in segment or "Buffer(" in segment or "Parameter(" in segment \
                 or " @ " in segment or "matmul" in segment or "einsum" in segment or "outer(" in segment:
             return True
-    if ranged and ("**" in segment or "pow(" in segment or "exp(" in segment) and _POWER.search(segment):
+    if ranged and _has_power(segment):
         return True
     name = None if method else _DEF_NAME.match(first_line)
     if name and (ranged or trig) and _ROTARY_NAME.search(name.group(1)):
