@@ -42,10 +42,16 @@ class _Positions:
     indentation and verified against the text; on any doubt the whole class is used.
     """
 
-    def __init__(self, module: cst.Module, selection: segments.Selection, tops: list[cst.CSTNode]) -> None:
+    def __init__(self, module: cst.Module, selection: segments.Selection, tops: list[cst.CSTNode],
+                 statement_of: dict[int, cst.CSTNode] | None = None) -> None:
         self.module = module
         self.lines = selection.code.splitlines()
         self.maps: list[tuple[dict[cst.CSTNode, CodeRange], int, int]] = []
+        # Statement-level maps: (mapping, line offset, column shift of the statement's first line).
+        self.statement_maps: list[tuple[dict[cst.CSTNode, CodeRange], int, int]] = []
+        self.statement_of = statement_of or {}
+        self._spans: dict[int, tuple[int, int]] = {}  # id(function) -> [start, end) synthetic line indexes
+        self._located: set[int] = set()
         self.hints: dict[int, cst.CSTNode] = {}
         self._full = False
         body = list(module.body)
@@ -54,6 +60,10 @@ class _Positions:
         self._whole_classes: list[tuple[cst.CSTNode, int]] = []
         if len(body) == len(starts):
             line_of = {id(stmt): line for stmt, line in zip(body, starts)}
+            ends = [*starts[1:], len(self.lines) + 1]
+            for stmt, start, end in zip(body, starts, ends):
+                if isinstance(stmt, cst.FunctionDef):
+                    self._spans[id(stmt)] = (start - 1, end - 1)
             for top in tops:
                 if id(top) not in line_of:
                     continue
@@ -92,6 +102,9 @@ class _Positions:
         if len(blocks) != len(stmts):
             return None
         self._indent = len(indent)
+        for stmt, (start, stop) in zip(stmts, blocks):
+            if isinstance(stmt, cst.FunctionDef):
+                self._spans[id(stmt)] = (start, stop)
         return [(stmt, start + 1) for stmt, (start, _) in zip(stmts, blocks) if isinstance(stmt, cst.FunctionDef)]
 
     def _compute(self, stmt: cst.CSTNode, first_line: int) -> None:
@@ -112,18 +125,67 @@ class _Positions:
             self.maps.append((dict(wrapper.resolve(PositionProvider)), 0, 0))
 
     def _verified(self, node: cst.CSTNode, rng: CodeRange) -> bool:
+        """The text at the computed start is the node's own first characters."""
         if not 1 <= rng.start.line <= len(self.lines):
             return False
-        actual = self.lines[rng.start.line - 1][rng.start.column:].lstrip("( ")[:16]
-        expected = self.module.code_for_node(node).lstrip("( \n")[:16]
-        return actual.split("\n")[0] == expected.split("\n")[0][: len(actual)] and bool(actual)
+        expected = self.module.code_for_node(node).split("\n", 1)[0]
+        # A node's own parentheses lie outside its range.
+        expected = expected.lstrip("( ") if getattr(node, "lpar", None) else expected
+        probe = expected[:16]
+        return bool(probe) and self.lines[rng.start.line - 1].startswith(probe, rng.start.column)
 
     def hint(self, node: cst.CSTNode | None, owner: cst.CSTNode | None) -> None:
         """``node`` most likely lies in ``owner`` (a function or method): compute that one first."""
         if node is not None and owner is not None:
             self.hints.setdefault(id(node), owner)
 
+    def _locate_statement(self, node: cst.CSTNode) -> CodeRange | None:
+        """Find the node's statement by its exact text inside its function, then compute positions for
+        that one statement. Statement text is unique far more often than an expression's."""
+        stmt = self.statement_of.get(id(node))
+        owner = self.hints.get(id(node))
+        if stmt is None or owner is None or id(owner) not in self._spans or id(stmt) in self._located:
+            return None
+        self._located.add(id(stmt))
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            return None
+        start, end = self._spans[id(owner)]
+        bare = stmt.with_changes(leading_lines=())
+        code = self.module.code_for_node(bare).rstrip("\r\n")
+        if not code:
+            return None
+        span = "\n".join(self.lines[start:end])
+        first = span.find(code)
+        if first == -1 or span.find(code, first + 1) != -1:
+            return None  # absent or ambiguous: the method-level map decides
+        line = start + span.count("\n", 0, first)
+        column = first - (span.rfind("\n", 0, first) + 1)
+        mini = self.module.with_changes(body=[bare], header=(), footer=())
+        mapping = dict(MetadataWrapper(mini, unsafe_skip_copy=True).resolve(PositionProvider))
+        mapping[stmt] = mapping[bare]
+        self.statement_maps.append((mapping, line, column))
+        return None
+
+    def _from_statement_maps(self, node: cst.CSTNode) -> CodeRange | None:
+        for mapping, offset, column in self.statement_maps:
+            rng = mapping.get(node)
+            if rng is None:
+                continue
+            # Only the statement's first line moves right; continuation lines are emitted verbatim.
+            start = (rng.start.line + offset, rng.start.column + (column if rng.start.line == 1 else 0))
+            end = (rng.end.line + offset, rng.end.column + (column if rng.end.line == 1 else 0))
+            shifted = CodeRange(start, end)
+            if self._verified(node, shifted):
+                return shifted
+        return None
+
     def range(self, node: cst.CSTNode) -> CodeRange:
+        found = self._from_statement_maps(node)
+        if found is None and id(self.statement_of.get(id(node))) not in self._located:
+            self._locate_statement(node)
+            found = self._from_statement_maps(node)
+        if found is not None:
+            return found
         owner = self.hints.get(id(node))
         if owner is not None:
             for i, (stmt, line) in enumerate(self._pending):
@@ -149,6 +211,12 @@ class _Positions:
 
     def statements(self) -> list[CodeRange]:
         out = []
+        for mapping, offset, column in self.statement_maps:
+            for node, rng in mapping.items():
+                if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+                    start = (rng.start.line + offset, rng.start.column + (column if rng.start.line == 1 else 0))
+                    end = (rng.end.line + offset, rng.end.column + (column if rng.end.line == 1 else 0))
+                    out.append(CodeRange(start, end))
         for mapping, offset, shift in self.maps:
             for node, rng in mapping.items():
                 if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
@@ -189,7 +257,7 @@ def check_text(path: str, text: str, codes: frozenset[str], *, prefilter: bool |
     if "torch" not in {q.split(".")[0] for q in imports.names.values()}:
         return FileResult(path, parsed=True)
     model = analyse(module, imports)
-    positions = _Positions(module, selection, model.event_tops())
+    positions = _Positions(module, selection, model.event_tops(), model.statement_of)
     _hint_events(positions, model)
     findings = run_rules(module, model, imports, codes, positions, selection)
     if not findings[0]:

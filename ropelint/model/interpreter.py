@@ -115,6 +115,8 @@ class FileModel:
     guards: list[Guard] = field(default_factory=list)
     classes: dict[str, ClassInfo] = field(default_factory=dict)
     functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    # id(expression or small statement) -> the statement it was evaluated in, for cheap positions.
+    statement_of: dict[int, cst.CSTNode] = field(default_factory=dict)
 
     def event_tops(self) -> list[cst.CSTNode]:
         """Top-level statements holding events: where every reported node lies."""
@@ -151,6 +153,7 @@ class Interpreter:
         self.in_progress: set[str] = set()
         self.wrappers: dict[str, str] = {}  # function name -> "disabled" | "passthrough"
         self._tuple_items: dict[int, tuple[Val, ...]] = {}
+        self._current: cst.CSTNode | None = None  # the statement being evaluated
 
     # ----------------------------------------------------------------- driver
     def run(self) -> FileModel:
@@ -347,6 +350,7 @@ class Interpreter:
         frame.items = {k: v for _, items in results for k, v in items.items()}
 
     def _stmt(self, stmt: cst.BaseStatement, frame: Frame) -> None:
+        self._current = stmt
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 self._small(small, frame)
@@ -405,6 +409,7 @@ class Interpreter:
             pass
 
     def _small(self, small: cst.BaseSmallStatement, frame: Frame) -> None:
+        self.model.statement_of[id(small)] = self._current
         if isinstance(small, cst.Assign):
             val = self._eval(small.value, frame)
             items = self._items_of(small.value, frame)
@@ -578,6 +583,7 @@ class Interpreter:
 
     # ------------------------------------------------------------ expressions
     def _eval(self, node: cst.BaseExpression, frame: Frame) -> Val:
+        self.model.statement_of[id(node)] = self._current
         if isinstance(node, cst.Name):
             if node.value in frame.env:
                 return frame.env[node.value]

@@ -139,7 +139,7 @@ class Invocation:
         if self.config_choice is not None:
             notes.append(f"config: {self.config_choice.describe()}")
         owner = self.constructor if self.constructor is not None else self.plan
-        notes += [n + " (the reference is unscaled)" for n in owner.notes]
+        notes += list(owner.notes)
         if self.note:
             notes.append(self.note)
         text = "; ".join(parts)

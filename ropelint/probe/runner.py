@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -89,8 +90,9 @@ def _run_matrix(
         pairs = pinned if invocation.inferred_pair else tuple(dict.fromkeys(pinned))
     position_tensor = torch.tensor(pos, dtype=torch.long)
     references = {pair: Reference(position_tensor, *pair) for pair in dict.fromkeys(pairs)}
+    built: dict[tuple[object, ...], torch.nn.Module | None] = {}
     results = tuple(
-        run_case(invocation, case, references[(case.head_dim, case.base)])
+        run_case(invocation, case, references[(case.head_dim, case.base)], built)
         for case in build_cases(pairs, chosen)
     )
     checks = []
@@ -101,13 +103,27 @@ def _run_matrix(
     return ProbeReport(name, results, invocation.describe(), tuple(checks))
 
 
-def prepare_module(invocation: Invocation, case: Case, device: torch.device,
-                   length: int) -> torch.nn.Module | None:
+def prepare_module(invocation: Invocation, case: Case, device: torch.device, length: int,
+                   built: dict[tuple[object, ...], torch.nn.Module | None] | None = None,
+                   ) -> torch.nn.Module | None:
     """Build in float32, then convert the way mixed-precision setups do.
 
     ``length`` (the largest probed position + 1) goes to maximum-length parameters.
+    ``built`` keeps one pristine float32 module per (head_dim, base, device): each case
+    converts a deep copy of it, which is the same state as a fresh build and much cheaper
+    for modules that precompute long tables.
     """
-    module = invocation.instantiate(case.head_dim, case.base, device, length)
+    key = (case.head_dim, case.base, str(device), length)
+    if built is None or key not in built:
+        module = invocation.instantiate(case.head_dim, case.base, device, length)
+        if built is not None:
+            built[key] = module
+    if built is not None:
+        pristine = built[key]
+        try:
+            module = copy.deepcopy(pristine)
+        except Exception:  # some state cannot be copied: build afresh
+            module = invocation.instantiate(case.head_dim, case.base, device, length)
     if module is None:
         return None  # functions hold no state; the case dtype reaches them as ``dtype``
     module.to(device)
@@ -118,7 +134,9 @@ def prepare_module(invocation: Invocation, case: Case, device: torch.device,
     return module
 
 
-def run_case(invocation: Invocation, case: Case, reference: Reference) -> CaseResult:
+def run_case(invocation: Invocation, case: Case, reference: Reference,
+             built: dict[tuple[object, ...], torch.nn.Module | None] | None = None,
+             ) -> CaseResult:
     device = torch.device(device_of(case.autocast))
     try:
         with warnings.catch_warnings():
@@ -126,7 +144,7 @@ def run_case(invocation: Invocation, case: Case, reference: Reference) -> CaseRe
             warnings.simplefilter("ignore")
             ctx = invocation.context(case.head_dim, case.base, reference.positions,
                                      getattr(torch, case.activation_dtype), device)
-            module = prepare_module(invocation, case, device, ctx.length)
+            module = prepare_module(invocation, case, device, ctx.length, built)
             with torch.no_grad(), autocast_context(case.autocast):
                 output = invocation.call(module, ctx)
             table = invocation.read(output, ctx)

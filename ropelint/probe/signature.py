@@ -368,6 +368,12 @@ def _neutral(p: inspect.Parameter) -> Arg | None:
     return None
 
 
+def _scaling_note(notes: list[str]) -> tuple[str, ...]:
+    if not notes:
+        return ()
+    return (f"scaling switched off with {', '.join(notes)}: the reference is unscaled",)
+
+
 def constructor_plans(cls: type,
                       init: str | Mapping[str, object] | None = None) -> list[ConstructorPlan]:
     """Map ``__init__`` parameters to slots; one plan per variant worth trying, in order.
@@ -446,7 +452,7 @@ def constructor_plans(cls: type,
     fixed_dim, fixed_base = fixed_pair(values)
     dim_free = "config" not in slots and "head_dim" not in slots and fixed_dim is None
     base_free = "config" not in slots and "base" not in slots and fixed_base is None
-    scaled = tuple(f"scaling off: {', '.join(notes)}" for _ in notes[:1])
+    scaled = _scaling_note(notes)
     choices: list[ConfigChoice | None] = (
         list(config_choices(cls, config_param)) if config_param else [None])
     plans = [ConstructorPlan(_bind(named, values), fixed_dim, fixed_base, choice, dim_free,
@@ -635,7 +641,7 @@ def function_plans(func: Callable[..., object], call: str | None = None,
         "base" in slots or _has_fixed(base_values, BASE_NAMES))
     if position_param is None and "seq_len" not in slots:
         raise InferenceError(f"{signature}: found no length or positions parameter; use --call")
-    scaled = tuple(f"scaling off: {', '.join(notes)}" for _ in notes[:1])
+    scaled = _scaling_note(notes)
     feeds = [base_values] if position_param is None else [
         {**base_values, position_param: Slot(shape)} for shape in ("positions_1d", "positions")
     ]
