@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import ast
-import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst

@@ -44,3 +44,20 @@ def good_file(tmp_path: Path) -> Path:
     target = tmp_path / "good.py"
     target.write_text(GOOD)
     return target
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None):
+    """Invoke the CLI in-process through click's runner, from ``cwd``."""
+    import os
+
+    from click.testing import CliRunner
+
+    from ropelint.cli import cli
+
+    old = Path.cwd()
+    if cwd is not None:
+        os.chdir(cwd)
+    try:
+        return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+    finally:
+        os.chdir(old)

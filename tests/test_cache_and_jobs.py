@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from conftest import EXAMPLE
+from conftest import EXAMPLE, run_cli
 from ropelint.cache import Cache
-from ropelint.cli import cli
 from ropelint.config import load_settings
 from ropelint.runner import check_paths
 
@@ -28,12 +24,7 @@ def _tree(root: Path, copies: int) -> list[Path]:
 
 
 def _json(args: list[str], cwd: Path) -> tuple[int, list[dict]]:
-    old = Path.cwd()
-    os.chdir(cwd)
-    try:
-        result = CliRunner().invoke(cli, args, catch_exceptions=False)
-    finally:
-        os.chdir(old)
+    result = run_cli(*args, cwd=cwd)
     return result.exit_code, json.loads(result.stdout)
 
 

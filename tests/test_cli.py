@@ -10,23 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
+from conftest import run_cli
 from ropelint import __version__
-from ropelint.cli import cli
 
 EXE = shutil.which("ropelint")
 
 
-def run(*args: str, cwd: Path | None = None, env: dict | None = None):
-    runner = CliRunner()
-    old = Path.cwd()
-    if cwd:
-        os.chdir(cwd)
-    try:
-        return runner.invoke(cli, list(args), env=env, catch_exceptions=False)
-    finally:
-        os.chdir(old)
+run = run_cli
 
 
 def test_version():

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import codecs
-import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from conftest import EXAMPLE
-from ropelint.cli import cli
+from conftest import EXAMPLE, run_cli
 from ropelint.diagnostics import Diagnostic, FixInfo, TextEdit
 from ropelint.fixer import apply_edits, fix_text, write_atomic
 from ropelint.rules import BY_CODE
@@ -19,12 +15,7 @@ ALL = frozenset(BY_CODE)
 
 
 def _fix_write(path: Path) -> int:
-    old = Path.cwd()
-    os.chdir(path.parent)
-    try:
-        return CliRunner().invoke(cli, ["fix", "--no-cache", "--write", path.name], catch_exceptions=False).exit_code
-    finally:
-        os.chdir(old)
+    return run_cli("fix", "--no-cache", "--write", path.name, cwd=path.parent).exit_code
 
 
 def test_crlf_bom_and_mode_are_kept(tmp_path: Path):

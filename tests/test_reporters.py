@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import jsonschema
 import pytest
-from click.testing import CliRunner
-
-from ropelint.cli import cli
+from conftest import run_cli
 
 SCHEMA = Path(__file__).resolve().parents[2] / "shared" / "data" / "sarif-schema-2.1.0.json"
 
 
-def _invoke(*args: str, cwd: Path):
-    old = Path.cwd()
-    os.chdir(cwd)
-    try:
-        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    finally:
-        os.chdir(old)
+_invoke = run_cli
 
 
 @pytest.mark.skipif(not SCHEMA.exists(), reason="shared/data/sarif-schema-2.1.0.json not beside the checkout")

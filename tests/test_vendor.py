@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from conftest import EXAMPLE
+from conftest import EXAMPLE, run_cli
 from ropelint import vendor
-from ropelint.cli import cli
 
 
 def _run(cwd: Path, *args: str):
-    old = Path.cwd()
-    os.chdir(cwd)
-    try:
-        return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-    finally:
-        os.chdir(old)
+    return run_cli(*args, cwd=cwd)
 
 
 @pytest.fixture

@@ -27,7 +27,6 @@ from .names import (
     bool_literal,
     dotted,
     is_numpy,
-    is_torch,
     qualname,
     string_value,
 )

@@ -8,7 +8,7 @@ known low precision or integer, or decided at run time (the module's dtype, an a
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import libcst as cst
 

@@ -51,6 +51,7 @@ from ropelint.probe.signature import (
 DISCOVERY_POSITIONS: tuple[int, ...] = (*range(64), 1000, 4097)
 # Bases tried for code that fixes its base instead of taking it as a parameter.
 COMMON_BASES: tuple[float, ...] = (1e4, 5e5, 1e6, 1e5, 5e4, 2e4, 1e7)
+SMALL_POSITIONS: tuple[int, ...] = tuple(range(64))  # to diagnose targets that fail
 PATTERNS = ("half", "interleaved")
 DEFAULT_LAYER_TYPE = "full_attention"
 
@@ -315,15 +316,17 @@ def _diagnose(attempt: _Attempt) -> str | None:
     column = int(((measured - expected).abs() / expected.abs().clamp_min(1e-12))
                  .masked_fill(~significant, -1).argmax())
     still = bool(((measured.abs() < 1e-9) & significant).any())
-    hint = ("some channels do not move with the position: a multi-axis (2-D/3-D) rotary, "
-            "which the 1-D reference does not describe" if still else
-            "frequency scaling the probe did not recognise (it sets scaling factors to 1 and "
-            "per-frequency factors to ones), or frequencies that are not "
-            "base**(-2i/head_dim)")
+    if still:
+        hint = ("some channels do not move with the position: a multi-axis (2-D/3-D) rotary, "
+                "which the 1-D reference does not describe")
+    else:
+        hint = ("frequency scaling the probe did not recognise (it sets scaling factors to 1 "
+                "and per-frequency factors to ones), or frequencies that are not "
+                "base**(-2i/head_dim); pin the values with --init/--call")
     return (f"the output rotates, but not at the reference frequencies base**(-2i/head_dim) "
             f"for head_dim={reference.head_dim}, base={reference.base:g}: channel {column} "
             f"turns {float(measured[column]):.6g} rad per position, the reference "
-            f"{float(expected[column]):.6g}; likely {hint}. Pin the values with --init/--call")
+            f"{float(expected[column]):.6g}; likely {hint}")
 
 
 def _candidate_pairs(pair: tuple[int, float], dim_free: bool, base_free: bool,
@@ -355,20 +358,22 @@ class _Discovery:
     """State of one discovery run: what was tried, the closest miss, the first match."""
 
     def __init__(self, target: object, name: str, pair: tuple[int, float],
-                 fixed_dim: int | None, fixed_base: float | None, far: int | None) -> None:
+                 fixed_dim: int | None, fixed_base: float | None, far: int | None,
+                 positions: tuple[int, ...] = DISCOVERY_POSITIONS) -> None:
         self.target = target
         self.name = name
         self.head_dim = fixed_dim or pair[0]
         self.base = fixed_base or pair[1]
         self.fixed_dim = fixed_dim
         self.fixed_base = fixed_base
-        extra = (far,) if far is not None and far > DISCOVERY_POSITIONS[-1] else ()
-        self.positions = torch.tensor((*DISCOVERY_POSITIONS, *extra), dtype=torch.long)
+        extra = (far,) if far is not None and far > max(positions) else ()
+        self.positions = torch.tensor((*positions, *extra), dtype=torch.long)
         self.length = int(self.positions.max()) + 1
         self.references: dict[tuple[int, float], Reference] = {}
         self.tried: list[str] = []
         self.build_errors: list[str] = []
         self.best: _Attempt | None = None
+        self.built_any = False
 
     def reference(self, pair: tuple[int, float]) -> Reference:
         if pair not in self.references:
@@ -441,8 +446,51 @@ def discover(target: object, name: str, *, pair: tuple[int, float],
         raise ProbeSetupError(f"{name}: {exc}") from exc
 
     state = _Discovery(target, name, pair, fixed_dim, fixed_base, far)
+    found = _search(state, ctors, plans)
+    if found is not None:
+        return found
+    if not state.built_any:
+        raise ProbeSetupError(
+            f"{name}: building it with head_dim={state.head_dim}, base={state.base:g} "
+            "failed:\n  " + "\n  ".join(dict.fromkeys(state.build_errors))
+            + "\ngive the constructor with --init"
+        )
+    best = state.best
+    if best is not None:
+        problem = _diagnose(best)
+        if problem is None:
+            return replace(best.invocation,
+                           note="wrong even in float32; kept the closest reading")
+        raise ProbeSetupError(f"{name}: called as {best.invocation.describe()}: {problem}")
+    tried = "\n  ".join(dict.fromkeys(state.tried))
+    # Nothing ran through: see whether small positions work, to say what limits the target.
+    small = _Discovery(target, name, pair, fixed_dim, fixed_base, None, SMALL_POSITIONS)
+    found = _search(small, ctors, plans)
+    if found is not None:
+        raise ProbeSetupError(
+            f"{name}: works for positions below {len(SMALL_POSITIONS)} (called as "
+            f"{found.describe()}) but not for the positions the probe needs:\n  {tried}\n"
+            "its table length is likely set by a parameter the probe does not recognise; "
+            "pass it with --init NAME={max_positions}, or narrow --positions"
+        )
+    if small.best is not None and (problem := _diagnose(small.best)) is not None:
+        raise ProbeSetupError(
+            f"{name}: at positions below {len(SMALL_POSITIONS)}, called as "
+            f"{small.best.invocation.describe()}: {problem}; larger positions fail:\n  {tried}"
+        )
+    built = ("" if not state.build_errors else
+             "\nconstructor variants that failed:\n  " + "\n  ".join(state.build_errors))
+    raise ProbeSetupError(
+        f"could not call {name}; tried:\n  " + tried + built
+        + "\ngive the call with --call, e.g. --call '{x},position_ids={positions}'"
+    )
+
+
+def _search(state: _Discovery, ctors: list[ConstructorPlan | None],
+            plans: list[CallPlan]) -> Invocation | None:
+    """Try every constructor variant, call, activation layout and pattern, in order."""
+    target, name = state.target, state.name
     device = torch.device("cpu")
-    built_any = False
     for ctor in ctors:
         dim_free = ctor.dim_free if ctor is not None else False
         base_free = ctor.base_free if ctor is not None else False
@@ -451,7 +499,7 @@ def discover(target: object, name: str, *, pair: tuple[int, float],
             if ctor is None:
                 dim_free, base_free = plan.dim_free, plan.base_free
             candidate = Invocation(target, name, ctor, plan, Reading("pair", "plain"),
-                                   fixed_dim, fixed_base)
+                                   state.fixed_dim, state.fixed_base)
             layouts = [plan.x_layout] if plan.fixed_layout or not plan.uses_x else X_LAYOUTS
             errors: list[str] = []
             outputs: list[str] = []
@@ -472,7 +520,7 @@ def discover(target: object, name: str, *, pair: tuple[int, float],
                         state.build_errors.append(f"{shown}{config}: {one_line(exc)}")
                         ctor_failed = True
                         break
-                    built_any = True
+                    state.built_any = True
                     try:
                         found, output = state.attempt(shaped, ctx, module, dim_free, base_free)
                     except Exception as exc:  # any failure of the user's code: next shape
@@ -494,25 +542,4 @@ def discover(target: object, name: str, *, pair: tuple[int, float],
                                    "rotated activation")
             elif errors:
                 state.tried.append(f"{described}: {errors[0]}")
-    if not built_any:
-        raise ProbeSetupError(
-            f"{name}: building it with head_dim={state.head_dim}, base={state.base:g} "
-            "failed:\n  " + "\n  ".join(dict.fromkeys(state.build_errors))
-            + "\ngive the constructor with --init"
-        )
-    best = state.best
-    if best is not None:
-        problem = _diagnose(best)
-        if problem is None:
-            return replace(best.invocation,
-                           note="wrong even in float32; kept the closest reading")
-        raise ProbeSetupError(
-            f"{name}: called as {best.invocation.describe()}: {problem}"
-        )
-    built = ("" if not state.build_errors else
-             "\nconstructor variants that failed:\n  " + "\n  ".join(state.build_errors))
-    raise ProbeSetupError(
-        f"could not call {name}; tried:\n  " + "\n  ".join(dict.fromkeys(state.tried))
-        + built
-        + "\ngive the call with --call, e.g. --call '{x},position_ids={positions}'"
-    )
+    return None
