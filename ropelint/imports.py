@@ -56,25 +56,43 @@ def _split_names(body: str) -> list[tuple[str, str]]:
     return out
 
 
+def _import_lines(text: str):  # type: ignore[no-untyped-def]
+    """Start offsets of lines that may hold an import: found by a literal search, then anchored."""
+    seen = -1
+    start = text.find("import")
+    while start != -1:
+        line_start = text.rfind("\n", 0, start) + 1
+        if line_start != seen:
+            seen = line_start
+            yield line_start
+        start = text.find("import", start + 6)
+
+
 def scan_imports(text: str) -> ImportTable:
     names: dict[str, str] = {}
-    for match in _IMPORT.finditer(text):
-        for dotted, local in _split_names(match.group(1)):
-            if local == dotted and "." in dotted:
-                # ``import torch.nn.functional`` binds ``torch``.
-                root = dotted.split(".")[0]
-                names.setdefault(root, root)
-            else:
-                names[local] = dotted
-    for match in _FROM.finditer(text):
-        module = match.group(1)
-        if module.startswith("."):
-            module = module.lstrip(".")  # relative: keep the tail, enough for name heuristics
-        for name, local in _split_names(match.group(2)):
-            if name == "*":
-                continue
-            names[local] = f"{module}.{name}" if module else name
     insert = 0
-    for match in _TOP_IMPORT_END.finditer(text):
-        insert = match.end()
+    for line_start in _import_lines(text):
+        if text.startswith(("import ", "from "), line_start):
+            top = _TOP_IMPORT_END.match(text, line_start)
+            if top:
+                insert = max(insert, top.end())
+        match = _IMPORT.match(text, line_start)
+        if match:
+            for dotted, local in _split_names(match.group(1)):
+                if local == dotted and "." in dotted:
+                    # ``import torch.nn.functional`` binds ``torch``.
+                    root = dotted.split(".")[0]
+                    names.setdefault(root, root)
+                else:
+                    names[local] = dotted
+            continue
+        match = _FROM.match(text, line_start)
+        if match:
+            module = match.group(1)
+            if module.startswith("."):
+                module = module.lstrip(".")  # relative: keep the tail, enough for name heuristics
+            for name, local in _split_names(match.group(2)):
+                if name == "*":
+                    continue
+                names[local] = f"{module}.{name}" if module else name
     return ImportTable(names, insert)
