@@ -168,7 +168,7 @@ def _blocks(lines: list[str], starts: list[int], end: int) -> list[tuple[int, in
     return blocks
 
 
-def _class_parts(lines: list[str], begin: int, end: int) -> list[tuple[int, int]]:
+def _class_parts(lines: list[str], begin: int, end: int, kept_functions: list[str] = ()) -> list[tuple[int, int]]:  # type: ignore[assignment]
     """A class pruned to its header, non-method statements and the methods that can hold RoPE code."""
     header_end = begin
     while header_end < end and not lines[header_end].startswith("class "):
@@ -200,7 +200,7 @@ def _class_parts(lines: list[str], begin: int, end: int) -> list[tuple[int, int]
         # Inside a class, any method that speaks of frequencies or phases may carry them between
         # methods (``self._precompute_freqs_cis()``), so the vocabulary alone keeps it.
         if name.group(1) in _KEEP_METHODS or (_rotary_vocabulary(text) and "return" in text) \
-                or _interesting(text, head, stop - start, method=True):
+                or any(call in text for call in kept_functions) or _interesting(text, head, stop - start, method=True):
             kept.append((start, stop))
             any_method = any_method or name.group(1) not in _KEEP_METHODS
     return kept if any_method else []
@@ -215,23 +215,52 @@ def select(text: str) -> Selection | None:
     blocks = _blocks(lines, starts, len(lines))
     if starts[0] != 0:
         blocks.insert(0, (0, starts[0]))
-    kept: list[tuple[int, int]] = []
-    statement_index: list[int] = []  # index into kept where each top-level statement starts
-    all_kept = True
+    # First pass: which blocks can hold RoPE code, and the names of the kept top-level functions:
+    # a method that calls one of them (``self.bands = _build_bands(...)``) carries its values.
+    triaged = []
     for begin, end in blocks:
         first = lines[begin]
         if first.startswith(("import ", "from ")):
-            all_kept = False
+            triaged.append((begin, end, None, False))
             continue  # aliases come from the text scan; fixes insert imports by offset
         segment = "".join(lines[begin:end])
         head = next((ln for ln in lines[begin:end] if ln.startswith(("class ", "def ", "async def "))), first)
-        if not _interesting(segment, head, end - begin):
+        interesting = _interesting(segment, head, end - begin)
+        name = _DEF_NAME.match(head)
+        triaged.append((begin, end, (segment, head, name), interesting))
+    # Functions that can hand rotary values to a caller: kept ones that speak of frequencies (by name
+    # or vocabulary), and, transitively, functions that call those.
+    functions = {info[2].group(1): (info[0], interesting) for _, _, info, interesting in triaged
+                 if info is not None and info[2] is not None and not info[1].startswith("class ")}
+    strong = {name for name, (segment, interesting) in functions.items()
+              if interesting and (_ROTARY_NAME.search(name) or _rotary_vocabulary(segment))}
+    changed = True
+    while changed:
+        changed = False
+        for name, (segment, _) in functions.items():
+            if name not in strong and _rotary_vocabulary(segment) and any(f"{s}(" in segment for s in strong):
+                strong.add(name)
+                changed = True
+    kept_functions = [f"{name}(" for name in strong]
+    triaged = [(b, e, info, interesting or (info is not None and info[2] is not None
+                                          and info[2].group(1) in strong))
+               for b, e, info, interesting in triaged]
+    kept: list[tuple[int, int]] = []
+    statement_index: list[int] = []  # index into kept where each top-level statement starts
+    all_kept = True
+    for begin, end, info, interesting in triaged:
+        if info is None:
             all_kept = False
             continue
-        name = _DEF_NAME.match(head)
-        if head.startswith("class ") and not (name and _ROTARY_NAME.search(name.group(1))
-                                                and end - begin < CLASS_PRUNE_MIN_LINES):
-            parts = _class_parts(lines, begin, end)
+        segment, head, name = info
+        is_class = head.startswith("class ")
+        calls_kept = is_class and any(call in segment for call in kept_functions)
+        if not interesting and not calls_kept:
+            all_kept = False
+            continue
+        if is_class and not (interesting and name and _ROTARY_NAME.search(name.group(1))
+                             and end - begin < CLASS_PRUNE_MIN_LINES):
+            parts = _class_parts(lines, begin, end, kept_functions)
             if parts != [(begin, end)]:
                 all_kept = False
             if parts:

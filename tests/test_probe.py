@@ -7,12 +7,14 @@ recompute pattern passes 24/24. Each module under tests/probe_modules is probed 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import pytest
@@ -544,3 +546,269 @@ def test_heuristic_symbols(tmp_path: Path) -> None:
         """
     ))
     assert heuristic_symbols(str(path)) == ["precompute_freqs_cis", "make_table", "MyRoPE"]
+
+
+# --- held-out-style modules against an independent reference probe ------------------------
+#
+# tests/probe_modules j..v hold rotaries in the constructor and call shapes real code uses,
+# each buggy and correct. The harness below is a second, hand-written probe: it knows how to
+# build, call and read each of them explicitly, runs the 24 matrix cases of ROPE_NOTES
+# section 4 against its own float64 reference and tolerance, and counts passes. It shares no
+# code with ropelint.probe; `ropelint probe --format json` must report the same count.
+
+HELD_OUT_POSITIONS = "0-300,1000,2040-2060,4097,8184-8195,32767-32769"
+
+
+def _ref_positions() -> torch.Tensor:
+    picked = {*range(0, 301), 1000, *range(2040, 2061), 4097, *range(8184, 8196),
+              32767, 32768, 32769}
+    return torch.tensor(sorted(picked), dtype=torch.long)
+
+
+def _ref_load(file: str) -> object:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"_reference_{Path(file).stem}",
+                                                  MODULES / file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _ref_phase(positions: torch.Tensor, dim: int, base: float, layout: str) -> torch.Tensor:
+    inv = torch.tensor([base ** (-i / dim) for i in range(0, dim, 2)], dtype=torch.float64)
+    phase = positions.double()[:, None] * inv[None, :]
+    if layout == "half":
+        return torch.cat([phase, phase], dim=1)
+    if layout == "interleaved":
+        return torch.stack([phase, phase], dim=2).reshape(phase.shape[0], -1)
+    return phase
+
+
+def _ref_allowed(ref: torch.Tensor, positions: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    allowed = (2.0 * (positions.double() + 1.0) * 2.0**-24 + 2.0**-23)[:, None]
+    if dtype in (torch.float16, torch.bfloat16):
+        info = torch.finfo(dtype)
+        magnitude = ref.abs()
+        exponent = torch.floor(torch.log2(magnitude.clamp_min(info.tiny)))
+        allowed = allowed + torch.where(magnitude < info.tiny, info.tiny * info.eps,
+                                        torch.pow(2.0, exponent) * info.eps)
+    return allowed
+
+
+def _ref_ok(kind: str, first: torch.Tensor, second: torch.Tensor | None, dtype: torch.dtype,
+            layout: str, positions: torch.Tensor, dim: int, base: float) -> bool:
+    phase = _ref_phase(positions, dim, base, layout)
+    first = first.detach().double()
+    if first.shape != phase.shape:
+        return False
+    if kind == "phase":
+        diff = torch.remainder(first - phase + math.pi, 2 * math.pi) - math.pi
+        bound = (2.0 * (positions.double() + 1.0) * 2.0**-24 + 2.0**-23)[:, None]
+        return bool((diff.abs() < bound).all())
+    assert second is not None
+    for got, want in ((first, phase.cos()), (second.detach().double(), phase.sin())):
+        if not bool(((got - want).abs() < _ref_allowed(want, positions, dtype)).all()):
+            return False  # NaN compares false: a NaN fails here too
+    return True
+
+
+def _basis(dim: int, pairs: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """Ones in the first channel of every rotated pair: the rotation returns cos and sin."""
+    row = torch.zeros(dim, dtype=dtype)
+    if pairs == "half":
+        row[: dim // 2] = 1
+    else:
+        row[0::2] = 1
+    return row.expand(shape).contiguous()
+
+
+def _rows(t: torch.Tensor, width: int) -> torch.Tensor:
+    return t.reshape(-1, width)
+
+
+# Each entry: file, symbols, then make(target, dim, base, length) -> module (None: a
+# function), run(callable, dim, base, dtype, positions, length) -> output, and
+# read(output, positions, dim) -> (kind, cos-or-phase [P, W], sin or None, layout).
+def _pos2(p: torch.Tensor) -> torch.Tensor:
+    return p[None, :]
+
+
+def _x(p: torch.Tensor, d: int, dt: torch.dtype) -> torch.Tensor:
+    return torch.zeros(1, p.shape[0], d, dtype=dt)
+
+
+def _pair(out, p, d, layout="half"):  # type: ignore[no-untyped-def]
+    width = d // 2 if layout == "plain" else d
+    return "trig", _rows(out[0], width), _rows(out[1], width), layout, out[0].dtype
+
+
+REFERENCE_SPECS = {
+    "j": (
+        "j_positional_only.py", ("PosOnlyBufferRotary", "PosOnlyRotary"),
+        lambda cls, d, b, n: cls(d, b),
+        lambda m, d, b, dt, p, n: m(_x(p, d, dt), _pos2(p)),
+        _pair,
+    ),
+    "k": (
+        "k_keyword_only.py", ("KwOnlyStackedPositionCast", "KwOnlyStacked"),
+        lambda cls, d, b, n: cls(rotary_dim=d, theta=b),
+        lambda m, d, b, dt, p, n: m(_x(p, d, dt), positions=p),
+        lambda out, p, d: ("trig", _rows(out[0], d), _rows(out[1], d), "half", out.dtype),
+    ),
+    "l": (
+        "l_megatron_phase.py", ("LegacyPhaseRotary", "CorePhaseRotary"),
+        lambda cls, d, b, n: cls(d, rotary_base=b),
+        lambda m, d, b, dt, p, n: m(n),
+        lambda out, p, d: ("phase", _rows(out, d)[p], None, "half", out.dtype),
+    ),
+    "m": (
+        "m_litgpt_tuple.py", ("rope_cache_in_dtype", "rope_cache"),
+        lambda fn, d, b, n: None,
+        lambda fn, d, b, dt, p, n: fn(n, d, dt, base=b),
+        lambda out, p, d: ("trig", out[0][p], out[1][p], "half", out[0].dtype),
+    ),
+    "n": (
+        "n_config_objects.py", ("ConfigMatmulRotary", "ConfigRotary"),
+        None,  # needs the module's own config class: built in _ref_make
+        lambda m, d, b, dt, p, n: m(_x(p, d, dt), _pos2(p)),
+        _pair,
+    ),
+    "o": (
+        "o_complex_class.py", ("ComplexBufferFreqRotary", "ComplexRotary"),
+        lambda cls, d, b, n: cls(d, rope_theta=b),
+        lambda m, d, b, dt, p, n: m(_pos2(p)),
+        lambda out, p, d: ("trig", _rows(out.real, d // 2), _rows(out.imag, d // 2), "plain",
+                           out.dtype),
+    ),
+    "p": (
+        "p_rotate_interleaved.py", ("InterleavedApplyBuffer", "InterleavedApply"),
+        lambda cls, d, b, n: cls(d, base=b),
+        lambda m, d, b, dt, p, n: m(_basis(d, "interleaved", (1, p.shape[0], 1, d), dt),
+                                 _basis(d, "interleaved", (1, p.shape[0], 1, d), dt), _pos2(p)),
+        lambda out, p, d: ("trig", _rows(out[0], d)[:, 0::2], _rows(out[0], d)[:, 1::2],
+                           "plain", out[0].dtype),
+    ),
+    "q": (
+        "q_rotate_half_cached.py", ("CachedApplyRotary", "RecomputeApplyRotary"),
+        lambda cls, d, b, n: cls(d, rope_theta=b),
+        lambda m, d, b, dt, p, n: m(_basis(d, "half", (1, 1, n, d), dt),
+                                 _basis(d, "half", (1, 1, n, d), dt)),
+        lambda out, p, d: ("trig", _rows(out[0], d)[p, : d // 2], _rows(out[0], d)[p, d // 2:],
+                           "plain", out[0].dtype),
+    ),
+    "r": (
+        "r_leading_dims_theta.py", ("PhaseDowncastRotary", "ThetaRotary"),
+        lambda cls, d, b, n: cls(d, theta=b),
+        lambda m, d, b, dt, p, n: m(torch.zeros(1, p.shape[0], 1, d, dtype=dt), _pos2(p)),
+        _pair,
+    ),
+    "s": (
+        "s_width_heads.py", ("ParamFreqRotary", "WidthHeadsRotary"),
+        lambda cls, d, b, n: cls(d * 4, 4, rope_theta=b),
+        lambda m, d, b, dt, p, n: m(_x(p, d, dt), _pos2(p)),
+        lambda out, p, d: ("trig", _rows(out[..., 0], d // 2), _rows(out[..., 1], d // 2),
+                           "plain", out.dtype),
+    ),
+    "t": (
+        "t_function_concat.py", ("rope_table_in_dtype", "rope_table"),
+        lambda fn, d, b, n: None,
+        lambda fn, d, b, dt, p, n: fn(p, d, b, dt),
+        lambda out, p, d: ("trig", out[:, : d // 2], out[:, d // 2:], "plain", out.dtype),
+    ),
+    "u": (
+        "u_partial_factor.py", ("PartialNeoXRotary", "PartialRotary"),
+        lambda cls, d, b, n: cls(d, partial_rotary_factor=1.0, rotary_emb_base=b),
+        lambda m, d, b, dt, p, n: m(torch.zeros(1, n, d, dtype=dt), n),
+        lambda out, p, d: ("trig", out[0][p], out[1][p], "half", out[0].dtype),
+    ),
+    "v": (
+        "v_dict_config.py", ("DictConfigBufferRotary", "DictConfigRotary"),
+        lambda cls, d, b, n: cls({"head_dim": d, "rope_theta": b}),
+        lambda m, d, b, dt, p, n: m(_x(p, d, dt), p),
+        lambda out, p, d: ("trig", out[1], out[0], "half", out[0].dtype),
+    ),
+}
+HELD_OUT = [(key, file, symbol) for key, (file, symbols, *_rest) in REFERENCE_SPECS.items()
+            for symbol in symbols]
+
+
+def reference_pass_count(key: str, symbol: str) -> int:
+    """The 24 matrix cases, built, called and read by hand."""
+    file, _, make, run, read_out = REFERENCE_SPECS[key]
+    loaded = _ref_load(file)
+    target = getattr(loaded, symbol)
+    positions = _ref_positions()
+    length = int(positions.max()) + 1
+    passed = 0
+    torch.set_num_threads(1)
+    for module_dtype in (torch.float16, torch.bfloat16):
+        for cast_back in (False, True):
+            for dim, base in ((64, 1e4), (128, 5e5)):
+                for autocast in (None, torch.bfloat16, torch.float16):
+                    dtype = torch.float32 if cast_back else module_dtype
+                    if key == "n":
+                        config = (loaded.TinyConfig(hidden_size=dim, num_attention_heads=1,
+                                                    partial_rotary_factor=1.0, rope_theta=base)
+                                  if symbol == "ConfigMatmulRotary" else
+                                  types.SimpleNamespace(hidden_size=dim, num_attention_heads=1,
+                                                        rope_theta=base))
+                        module = target(config)
+                    else:
+                        module = make(target, dim, base, length)
+                    if module is not None:
+                        module.to(module_dtype)
+                        if cast_back:
+                            module.float()
+                    context = (torch.autocast("cpu", dtype=autocast) if autocast is not None
+                               else contextlib.nullcontext())
+                    try:
+                        with torch.no_grad(), context:
+                            out = run(module if module is not None else target, dim, base,
+                                      dtype, positions, length)
+                        kind, first, second, layout, out_dtype = read_out(out, positions, dim)
+                    except Exception:
+                        continue  # raising is failing
+                    passed += _ref_ok(kind, first, second, out_dtype, layout, positions, dim,
+                                      base)
+    return passed
+
+
+@functools.cache
+def _cli_held_out(file: str) -> dict[str, dict]:
+    """`ropelint probe --format json` on every held-out symbol of one file, in one run."""
+    symbols = [s for f, ss, *_ in REFERENCE_SPECS.values() if f == file for s in ss]
+    code, out, _ = _invoke(*(f"{MODULES / file}::{s}" for s in symbols), "--autocast", CPU,
+                           "--positions", HELD_OUT_POSITIONS, "--format", "json")
+    assert code in (0, 1), out
+    data = json.loads(out)
+    return {d["symbol"].rpartition("::")[2]: d for d in data}
+
+
+# The pass counts the two probes must both give (a buggy and a correct module per file).
+EXPECTED_HELD_OUT = {
+    "PosOnlyBufferRotary": 0, "PosOnlyRotary": 24,
+    "KwOnlyStackedPositionCast": 12, "KwOnlyStacked": 24,
+    "LegacyPhaseRotary": 0, "CorePhaseRotary": 24,
+    "rope_cache_in_dtype": 12, "rope_cache": 24,
+    "ConfigMatmulRotary": 8, "ConfigRotary": 24,
+    "ComplexBufferFreqRotary": 0, "ComplexRotary": 24,
+    "InterleavedApplyBuffer": 0, "InterleavedApply": 24,
+    "CachedApplyRotary": 0, "RecomputeApplyRotary": 24,
+    "PhaseDowncastRotary": 12, "ThetaRotary": 24,
+    "ParamFreqRotary": 0, "WidthHeadsRotary": 24,
+    "rope_table_in_dtype": 12, "rope_table": 24,
+    "PartialNeoXRotary": 0, "PartialRotary": 24,
+    "DictConfigBufferRotary": 0, "DictConfigRotary": 24,
+}
+
+
+@pytest.mark.parametrize("key,file,symbol", HELD_OUT, ids=[s for _, _, s in HELD_OUT])
+def test_probe_agrees_with_the_independent_reference(key: str, file: str, symbol: str) -> None:
+    data = _cli_held_out(file)[symbol]
+    assert "error" not in data, data.get("error")
+    assert data["total"] == 24
+    expected = reference_pass_count(key, symbol)
+    assert data["passed"] == expected
+    assert expected == EXPECTED_HELD_OUT[symbol]  # the harness itself still sees the bug
