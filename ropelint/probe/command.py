@@ -31,11 +31,29 @@ are added when CUDA is available). Each output is compared with a float64 refere
 positions 0..32769 (sampled) and near 131072, with a per-position tolerance of
 2*(pos+1)*2**-24 + 2**-23, plus one ulp of the reference for bfloat16/float16 output.
 
-The constructor and the call are inferred from parameter names (dim/head_dim/rotary_dim/...,
-base/theta/rope_theta/..., config; forward(x, position_ids), forward(x, seq_len=...),
-forward(x, seq_dim=...), forward(position_ids), forward(max_seq_len); functions such as
-(seq_len, dim, dtype=...) or (dim, end, theta)). When that fails, give them with --init
-and --call.
+The constructor and the call are inferred from parameter names (dim, head_dim, rotary_dim,
+kv_channels, n_elem, ...; base, theta, rope_theta, rotary_base, ...; config; hidden_size
+with num_heads is one head of head_dim; forward(x, position_ids), forward(x, seq_len=...),
+forward(x, seq_dim=...), forward(position_ids), forward(max_seq_len), forward(q, k);
+functions such as (seq_len, dim, dtype=...), (dim, end, theta) or (x, positions, dim,
+base)). A config parameter gets its annotated class (built with its defaults, then
+overlaid), else a stand-in with every common field, flat or with per-layer-type
+rope_parameters. Each candidate runs once in float32, and the first whose output matches
+the reference fixes how every case is called and read: (cos, sin) or (sin, cos), a
+stacked or concatenated table, complex freqs_cis, the phase, or the activation handed back
+rotated (then the input is a basis row, and cos/sin are read off the output). When nothing
+matches, the output is measured as it is if it is the reference's rotary computed
+imprecisely; otherwise the probe says what it is instead (scaled, multi-axis, not a
+rotary) and exits 2. When that fails, give the constructor and call with --init and --call.
+
+Scaling: the reference is the unscaled rotary base**(-2i/head_dim), so the probe switches
+scaling off where it can: scaling factors (scaling_factor, scale_factor, factor,
+seq_len_interpolation_factor, ...) become 1, rope types "default", per-frequency factor
+lists (LongRoPE) all ones, rotary fractions 1, and each layer type gets the case's base.
+Maximum-length parameters keep their defaults (a regrowing cache is then measured as
+real runs use it) unless the defaults cannot serve the probed positions; then they are
+raised to cover them, which also keeps dynamic NTK scaling off. The "called as" line names
+every value the probe chose.
 
 Exit status: 0 when every case passes, 1 when any fails, 2 when a target cannot be
 imported, built or called (or torch is missing).
@@ -93,13 +111,14 @@ def _expand_targets(targets: Sequence[str]) -> list[tuple[str, str] | tuple[str,
               help=f"Autocast modes to run, from {', '.join(ALL_AUTOCASTS)}.")
 @click.option("--init", "init_spec", metavar="ARGS",
               help="Constructor arguments, e.g. 'size={head_dim},freq={base},max_len=4096'. "
-                   "{head_dim}/{base} take each case's values; a literal for a dim/base "
-                   "parameter pins the matrix to it.")
+                   "{head_dim}/{base} take each case's values, {max_positions} a length "
+                   "covering every probed position; a literal for a dim/base parameter pins "
+                   "the matrix to it.")
 @click.option("--call", "call_spec", metavar="ARGS",
               help="Call arguments, e.g. '{x},position_ids={positions}' or "
                    "'dim={head_dim},end={seq_len},theta={base}'. Placeholders: {x}, "
                    "{positions} ([1, S] int64), {positions_1d}, {seq_len}, {dtype}, {device}, "
-                   "{head_dim}, {base}, {config}.")
+                   "{head_dim}, {base}, {config}, {layer_type}.")
 @click.option("--export", "check_export", is_flag=True,
               help="Also check torch.export with a dynamic sequence length.")
 @click.option("--meta", "check_meta", is_flag=True,

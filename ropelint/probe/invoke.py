@@ -279,13 +279,22 @@ def _identity_at_zero(table: Table) -> bool:
     return bool(((first - 1).abs() < 1e-2).all() and (table.second[0].abs() < 1e-2).all())
 
 
-def _diagnose(attempt: _Attempt) -> str | None:
-    """Why a float32 output that matches no reading is not the rotary the reference describes.
+@dataclass(frozen=True)
+class _Verdict:
+    """What a float32 output that matches no reading is."""
 
-    None when it is that rotary, only imprecise (or broken, such as cos/sin cast to an
-    integer dtype): the probe then measures it and every case fails. A message when the
-    output is a rotation with other frequencies (scaling the probe could not switch off, a
-    multi-axis rotary), carries a constant amplitude, or is no rotation at all.
+    refuse: str | None = None  # not the reference's kind of rotary: exit 2 with this
+    note: str = ""  # measured as it is (wrong even in float32), with this explanation
+
+
+def _diagnose(attempt: _Attempt) -> _Verdict:
+    """Decide whether a float32 output that matches no reading can still be measured.
+
+    It is measured (every case then fails) when it is a 1-D rotary table computed wrongly:
+    imprecise values, broken ones (cos/sin cast to an integer dtype), or frequencies that
+    differ from the reference's. It is refused when its structure is not one the reference
+    describes: a constant amplitude on cos/sin, channels that do not move with the position
+    (a multi-axis rotary), or no identity rotation at position 0 (not a rotary table).
     """
     table, reference = attempt.table, attempt.reference
     layout = attempt.invocation.reading.compare_layout
@@ -295,38 +304,36 @@ def _diagnose(attempt: _Attempt) -> str | None:
         norm = (table.first**2 + table.second**2).sqrt()
         if torch.isfinite(norm).all() and float(norm.std()) < 1e-3 and abs(
                 float(norm.mean()) - 1) > 1e-2:
-            return (f"cos and sin all carry a factor of {float(norm.mean()):.4g} (an attention "
-                    "or magnitude scaling the probe could not switch off); pass the scaling "
-                    "parameter with --init to turn it off")
+            return _Verdict(
+                f"cos and sin all carry a factor of {float(norm.mean()):.4g} (an attention "
+                "or magnitude scaling the probe could not switch off); pass the scaling "
+                "parameter with --init to turn it off")
     if not attempt.plausible:
-        return ("at position 0 the output is not the identity rotation (cos 1, sin 0), so it "
-                "is not a rotary table for the positions the probe passes")
+        return _Verdict("at position 0 the output is not the identity rotation (cos 1, sin "
+                        "0), so it is not a rotary table for the positions the probe passes")
     if table.kind == "trig":
         assert table.second is not None
         if not bool(((norm - 1).abs() < 0.05).all()):
-            return None  # broken values (e.g. an integer cast): measured as they are
+            return _Verdict()  # broken values (e.g. an integer cast): measured as they are
         measured = torch.atan2(table.second[1], table.first[1])
     else:
         measured = table.first[1]
     expected = ref_phase[1]
     significant = expected.abs() > 1e-6
-    relative = ((measured - expected).abs() / expected.abs().clamp_min(1e-12))[significant]
-    if relative.numel() == 0 or float(relative.max()) < 0.05:
-        return None  # the right frequencies, computed imprecisely: measured as they are
-    column = int(((measured - expected).abs() / expected.abs().clamp_min(1e-12))
-                 .masked_fill(~significant, -1).argmax())
-    still = bool(((measured.abs() < 1e-9) & significant).any())
-    if still:
-        hint = ("some channels do not move with the position: a multi-axis (2-D/3-D) rotary, "
-                "which the 1-D reference does not describe")
-    else:
-        hint = ("frequency scaling the probe did not recognise (it sets scaling factors to 1 "
-                "and per-frequency factors to ones), or frequencies that are not "
-                "base**(-2i/head_dim); pin the values with --init/--call")
-    return (f"the output rotates, but not at the reference frequencies base**(-2i/head_dim) "
-            f"for head_dim={reference.head_dim}, base={reference.base:g}: channel {column} "
-            f"turns {float(measured[column]):.6g} rad per position, the reference "
-            f"{float(expected[column]):.6g}; likely {hint}")
+    relative = (measured - expected).abs() / expected.abs().clamp_min(1e-12)
+    if not bool(significant.any()) or float(relative[significant].max()) < 0.05:
+        return _Verdict()  # the right frequencies, computed imprecisely
+    column = int(relative.masked_fill(~significant, -1).argmax())
+    found = (f"channel {column} turns {float(measured[column]):.6g} rad per position, the "
+             f"reference base**(-2i/head_dim) for head_dim={reference.head_dim}, "
+             f"base={reference.base:g} {float(expected[column]):.6g}")
+    if bool(((measured.abs() < 1e-9) & significant).any()):
+        return _Verdict(f"the output rotates, but some channels do not move with the "
+                        f"position ({found}): a multi-axis (2-D/3-D) rotary, which the 1-D "
+                        "reference does not describe")
+    return _Verdict(note=f"its frequencies are not the reference's ({found}): wrong "
+                         "frequencies, or scaling the probe did not recognise (it sets scaling "
+                         "factors to 1; pin values with --init/--call)")
 
 
 def _candidate_pairs(pair: tuple[int, float], dim_free: bool, base_free: bool,
@@ -401,9 +408,13 @@ class _Discovery:
                 ratio = _score(compare(table, reading.compare_layout, reference).worst_ratio)
                 found = replace(candidate, reading=reading)
                 if dim_free or base_free:
+                    fixed = ([f"head_dim {dim}"] if dim_free else []) + (
+                        [f"base {base:g}"] if base_free else [])
                     found = replace(found, fixed_head_dim=dim if dim_free else self.fixed_dim,
                                     fixed_base=base if base_free else self.fixed_base,
-                                    inferred_pair=True)
+                                    inferred_pair=True,
+                                    note=f"{' and '.join(fixed)} fixed in the code: every "
+                                         "case uses it")
                 if ratio < 1.0:
                     return found, output
                 plausible = _identity_at_zero(table)
@@ -425,11 +436,13 @@ def discover(target: object, name: str, *, pair: tuple[int, float],
     table too short for it shows now, and the next constructor variant (lengths raised) is
     tried.
     """
+    hint = ""
     try:
         if inspect.isclass(target):
             if not issubclass(target, nn.Module):
                 raise ProbeSetupError(f"{name} is a class but not a torch.nn.Module")
             ctors: list[ConstructorPlan | None] = list(constructor_plans(target, init))
+            hint = _guess_hint(target, ctors[0])
             plans = forward_plans(target, call)
             first = ctors[0]
             assert first is not None
@@ -443,8 +456,28 @@ def discover(target: object, name: str, *, pair: tuple[int, float],
         else:
             raise ProbeSetupError(f"{name} is a {type(target).__name__}, not a class or function")
     except InferenceError as exc:
-        raise ProbeSetupError(f"{name}: {exc}") from exc
+        raise ProbeSetupError(f"{name}: {exc}{hint}") from exc
+    try:
+        return _discover(target, name, pair, ctors, plans, fixed_dim, fixed_base, far)
+    except ProbeSetupError as exc:
+        if not hint:
+            raise
+        raise ProbeSetupError(f"{exc}{hint}") from exc
 
+
+def _guess_hint(target: object, ctor: ConstructorPlan | None) -> str:
+    """When constructor parameters were guessed by elimination, say so in every error."""
+    guessed = [n for n in (ctor.notes if ctor else ()) if " taken as the " in n]
+    if ctor is None or not guessed:
+        return ""
+    shown = ctor.binding.describe(getattr(target, "__name__", "target"))
+    return (f"\nthe constructor was guessed as {shown} ({'; '.join(guessed)}); if that is "
+            "wrong, give it with --init, e.g. --init 'NAME={head_dim},OTHER={base}'")
+
+
+def _discover(target: object, name: str, pair: tuple[int, float],
+              ctors: list[ConstructorPlan | None], plans: list[CallPlan],
+              fixed_dim: int | None, fixed_base: float | None, far: int | None) -> Invocation:
     state = _Discovery(target, name, pair, fixed_dim, fixed_base, far)
     found = _search(state, ctors, plans)
     if found is not None:
@@ -457,11 +490,14 @@ def discover(target: object, name: str, *, pair: tuple[int, float],
         )
     best = state.best
     if best is not None:
-        problem = _diagnose(best)
-        if problem is None:
-            return replace(best.invocation,
-                           note="wrong even in float32; kept the closest reading")
-        raise ProbeSetupError(f"{name}: called as {best.invocation.describe()}: {problem}")
+        verdict = _diagnose(best)
+        if verdict.refuse is None:
+            note = "; ".join(n for n in (best.invocation.note,
+                                         "wrong even in float32; kept the closest reading",
+                                         verdict.note) if n)
+            return replace(best.invocation, note=note)
+        raise ProbeSetupError(
+            f"{name}: called as {best.invocation.describe()}: {verdict.refuse}")
     tried = "\n  ".join(dict.fromkeys(state.tried))
     # Nothing ran through: see whether small positions work, to say what limits the target.
     small = _Discovery(target, name, pair, fixed_dim, fixed_base, None, SMALL_POSITIONS)
@@ -473,7 +509,11 @@ def discover(target: object, name: str, *, pair: tuple[int, float],
             "its table length is likely set by a parameter the probe does not recognise; "
             "pass it with --init NAME={max_positions}, or narrow --positions"
         )
-    if small.best is not None and (problem := _diagnose(small.best)) is not None:
+    if small.best is not None:
+        verdict = _diagnose(small.best)
+        problem = verdict.refuse or (
+            "it matches no reading even in float32" + (f" ({verdict.note})" if verdict.note
+                                                       else ""))
         raise ProbeSetupError(
             f"{name}: at positions below {len(SMALL_POSITIONS)}, called as "
             f"{small.best.invocation.describe()}: {problem}; larger positions fail:\n  {tried}"

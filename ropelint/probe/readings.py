@@ -95,6 +95,10 @@ def _unwrap(output: object) -> object:
         keys = {k.lower() if isinstance(k, str) else k: k for k in output}
         if "cos" in keys and "sin" in keys:
             return (output[keys["cos"]], output[keys["sin"]])
+    elif not isinstance(output, (torch.Tensor, tuple, list)):
+        cos, sin = getattr(output, "cos", None), getattr(output, "sin", None)
+        if isinstance(cos, torch.Tensor) and isinstance(sin, torch.Tensor):
+            return (cos, sin)  # a dataclass or object holding the tables
     return output
 
 

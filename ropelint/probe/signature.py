@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -20,12 +21,15 @@ DIM_NAMES = frozenset({
     "d_head", "head_size", "rotary_emb_dim", "rotary_embedding_dim", "rope_dim", "rot_dim",
     "dimension", "size_per_head", "hidden_size_per_attention_head", "ndims", "features",
     "qk_rope_head_dim", "rope_head_dim", "rotary_size", "d_rotary", "embedding_dim",
-    "attention_head_size", "head_dims", "n_dim", "d_k", "dims", "rotary_dims",
+    "attention_head_size", "head_dims", "n_dim", "d_k", "dims", "rotary_dims", "d",
+    "d_rot", "n_rot", "rope_dims", "num_rotary_dims", "rotary_channels", "rot_dims",
+    "rotary_ndim", "pos_dim", "rope_head_size",
 })
 BASE_NAMES = frozenset({
     "base", "theta", "rope_theta", "rotary_base", "rotary_emb_base", "rope_base", "base_freq",
     "freq_base", "rotary_theta", "rope_freq_base", "rotary_emb_theta", "base_frequency",
     "rope_local_base_freq", "frequency_base", "base_theta", "rope_base_frequency",
+    "theta_base", "max_wavelength", "max_timescale", "wavelength", "rope_freq", "freq",
 })
 CONFIG_NAMES = frozenset({"config", "cfg", "model_config", "args", "model_args", "params",
                           "conf", "rope_config", "text_config", "hparams", "settings"})
@@ -328,14 +332,13 @@ def _hints(func: Callable[..., object]) -> dict[str, object]:
 def config_choices(func: Callable[..., object], name: str) -> list[ConfigChoice]:
     """Configs to try for parameter ``name``: its annotated class first, then stand-ins."""
     hint = _hints(func).get(name)
-    options = list(typing.get_args(hint)) if typing.get_origin(hint) in (
-        typing.Union, getattr(__import__("types"), "UnionType", typing.Union)
-    ) else [hint]
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    options = list(typing.get_args(hint)) if union else [hint]
     choices: list[ConfigChoice] = []
     wants_dict = False
     for option in options:
         origin = typing.get_origin(option) or option
-        if origin in (dict, Mapping, typing.Mapping) or (
+        if origin in (dict, Mapping) or (
             inspect.isclass(origin) and issubclass(origin, Mapping)
             and origin.__module__ in ("builtins", "typing", "collections.abc")
         ):
@@ -366,6 +369,23 @@ def _neutral(p: inspect.Parameter) -> Arg | None:
         if _required(p) or (_is_number(default) and default != 1):
             return Fixed(1.0)
     return None
+
+
+def _by_elimination(values: dict[str, Arg], missing: list[str]) -> tuple[str, ...]:
+    """Give unrecognised required parameters the dimension, then the base, if nothing
+    else took them (``Rotary(d_model_per_head, freq)``). Discovery checks the guess: a
+    wrong one matches no reading."""
+    slots = {a.name for a in values.values() if isinstance(a, Slot)}
+    notes: list[str] = []
+    if "config" in slots:
+        return ()
+    for slot in ("head_dim", "base"):
+        if missing and slot not in slots and not _has_fixed(
+                values, DIM_NAMES if slot == "head_dim" else BASE_NAMES):
+            name = missing.pop(0)
+            values[name] = Slot(slot)
+            notes.append(f"{name} taken as the {'head dim' if slot == 'head_dim' else 'base'}")
+    return tuple(notes)
 
 
 def _scaling_note(notes: list[str]) -> tuple[str, ...]:
@@ -399,7 +419,6 @@ def constructor_plans(cls: type,
             "does not take"
         )
     has_dim = any(p.name in DIM_NAMES for p in named)
-    has_width = any(p.name in WIDTH_NAMES for p in named)
     values: dict[str, Arg] = {}
     raised: dict[str, Arg] = {}  # length parameters whose defaults the later variants raise
     missing: list[str] = []
@@ -423,8 +442,8 @@ def constructor_plans(cls: type,
                 raised[p.name] = Slot("max_positions")
         elif p.name in WIDTH_NAMES and not (has_dim and not _required(p)):
             values[p.name] = Slot("head_dim")  # with one head, the width is the head dim
-        elif p.name in HEADS_NAMES and (has_width or _required(p)):
-            values[p.name] = Fixed(1)
+        elif p.name in HEADS_NAMES:
+            values[p.name] = Fixed(1)  # one head: width // heads is the head dim
         elif neutral is not None:
             values[p.name] = neutral
             notes.append(f"{p.name}={neutral.describe()}")
@@ -438,6 +457,7 @@ def constructor_plans(cls: type,
             missing.append(p.name)
     for key in unknown:
         values[key] = overrides[key]
+    guessed = _by_elimination(values, missing)
     signature = _signature_text(cls.__name__, named)
     if missing:
         example = ",".join(f"{name}=..." for name in missing)
@@ -452,7 +472,7 @@ def constructor_plans(cls: type,
     fixed_dim, fixed_base = fixed_pair(values)
     dim_free = "config" not in slots and "head_dim" not in slots and fixed_dim is None
     base_free = "config" not in slots and "base" not in slots and fixed_base is None
-    scaled = _scaling_note(notes)
+    scaled = _scaling_note(notes) + guessed
     choices: list[ConfigChoice | None] = (
         list(config_choices(cls, config_param)) if config_param else [None])
     plans = [ConstructorPlan(_bind(named, values), fixed_dim, fixed_base, choice, dim_free,
@@ -497,9 +517,27 @@ def _role_values(params: list[inspect.Parameter], *, function: bool) -> dict[str
         elif function and (name in FRACTION_NAMES or name in SCALE_NAMES
                            or name in FACTOR_LIST_NAMES):
             roles[name] = "neutral"
-        elif name in ACTIVATION_NAMES:
+        elif _looks_positional(name):
+            roles[name] = "positions"
+        elif _looks_like_activation(name):
             roles[name] = "x"
     return roles
+
+
+def _looks_positional(name: str) -> bool:
+    """``pos_idx``, ``query_positions``, ``position``...: position tensors by the look."""
+    lower = name.lower()
+    if "emb" in lower or lower in MAX_POSITION_NAMES or lower in LENGTH_NAMES:
+        return False
+    return "position" in lower or lower.startswith("pos_") or lower.endswith("_pos")
+
+
+def _looks_like_activation(name: str) -> bool:
+    """``x``, ``q``, ``hidden_states``, ``query_layer``, ``key_rot``...: activations."""
+    lower = name.lower()
+    return lower in ACTIVATION_NAMES or lower.endswith(("_states", "_layer", "_rot")) or (
+        lower.startswith(("query", "key", "q_", "k_", "x_")) and "len" not in lower
+        and "dim" not in lower)
 
 
 def _override_plan(params: list[inspect.Parameter], call: str | None,
@@ -547,11 +585,16 @@ def forward_plans(cls: type, call: str | None = None) -> list[CallPlan]:
              fixed_layout: bool = False) -> CallPlan | None:
         values: dict[str, Arg] = {}
         for p in params:
-            auto = _auto_value(p, roles.get(p.name))
+            role = roles.get(p.name)
+            auto = _auto_value(p, role)
             if p.name in feed:
                 values[p.name] = feed[p.name]
             elif auto is not None:
                 values[p.name] = auto
+            elif _required(p) and role in ("positions", "seq_len", "x"):
+                # Required alongside the parameter the plan is about: (x, position_ids,
+                # seq_len) gets both; explicit positions and a covering length agree.
+                values[p.name] = Slot(role)
             elif _required(p):
                 return None  # a required parameter this plan cannot fill
         return CallPlan(_bind(params, values), layout, fixed_layout)

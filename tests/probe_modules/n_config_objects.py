@@ -7,7 +7,6 @@ autocast case, its float32 controls under autocast too); the correct one is elem
 """
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import nn
@@ -17,7 +16,7 @@ from torch import nn
 class TinyConfig:
     hidden_size: int = 512
     num_attention_heads: int = 8
-    head_dim: Optional[int] = None
+    head_dim: int | None = None
     rope_theta: float = 10000.0
     partial_rotary_factor: float = 0.5
     max_position_embeddings: int = 2048
