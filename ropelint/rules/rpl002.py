@@ -41,6 +41,8 @@ class InvFreqInModuleState(Rule):
         ref = read.ref
         if ref.kind is StateKind.PARAMETER:
             return None, "a Parameter may be learned, so it cannot be rebuilt from its construction"
+        if "{}" in ref.name:
+            return None, "the buffer's name is built at run time (one buffer per layer type or loop step)"
         family = self._family(ctx, ref.node)
         registrations = [r for r in ctx.model.registrations
                          if r.ref.name == ref.name and r.scope.symbol.split(".")[0] in family]
@@ -63,14 +65,21 @@ class InvFreqInModuleState(Rule):
         device = self._device(product)
         spec = match_default_or_none(ctx, value) if index is None else None
         if spec is None:
-            rebuilt = self._call_again(ctx, value, index, reg.scope.node, device)
-            if rebuilt is not None:
+            args_attr = f"_{ref.name.strip('_')}_args"
+            again = self._call_again(ctx, value, index, reg.scope.node, device, args_attr)
+            if again is not None:
+                rebuilt, captured = again
+                edits: list = [Replace(read.node, rebuilt)]
+                if captured:
+                    edits.insert(0, InsertAfterStatement(
+                        reg.node, f"self.{args_attr} = ({', '.join(captured)},)  # ropelint: arguments to rebuild "
+                                  f"`{ref.name}` in forward"))
                 return FixPlan(
                     "unsafe",
-                    f"rebuild `{ref.name}` in forward with the module's own construction `{rebuilt}` on the positions' "
-                    f"device (assumes it builds float32 values and that nothing updates the buffer later, "
-                    f"e.g. a dynamic-scaling decorator)",
-                    (Replace(read.node, rebuilt),),
+                    f"rebuild `{ref.name}` in forward with the module's own construction on the positions' device "
+                    f"(assumes it builds float32 values and that nothing updates the buffer later, e.g. a "
+                    f"dynamic-scaling decorator)",
+                    tuple(edits),
                 ), ""
             return None, ("the construction is not the default `1 / (base ** (arange(0, dim, 2) / dim))`; "
                           "rebuild it in float32 inside forward with the module's own code")
@@ -86,9 +95,13 @@ class InvFreqInModuleState(Rule):
 
     @staticmethod
     def _call_again(ctx: RuleContext, value: cst.BaseExpression, index: int | None, init: cst.FunctionDef,
-                    device: str) -> str | None:
-        """``self.rope_init_fn(self.config, device)`` -> the same call on the positions' device, when every
-        argument other than the device is a constant or a ``self`` attribute (so it means the same in forward)."""
+                    device: str, args_attr: str) -> tuple[str, list[str]] | None:
+        """``self.rope_init_fn(self.config, device)`` or ``band_inv_freq(dim, theta)`` called again in forward.
+
+        Constants and ``self`` attributes mean the same in forward; any other argument (a local of
+        ``__init__``) is captured right after the registration into ``self.<args_attr>``. The device
+        argument becomes the positions' device; a call without one is moved there with ``.to``.
+        """
         if not isinstance(value, cst.Call):
             return None
         func = value.func
@@ -97,22 +110,30 @@ class InvFreqInModuleState(Rule):
         if parts is None or (parts[0] != "self" and (parts[0] in params or len(parts) != 1
                                                      or parts[0] not in ctx.model.functions)):
             return None
-        args = []
+        args: list[str] = []
+        captured: list[str] = []
         saw_device = False
         for arg in value.args:
+            if arg.star:
+                return None
             text = ctx.code(arg.value)
-            if isinstance(arg.value, cst.Name) and arg.value.value == "device":
+            is_device = (isinstance(arg.value, cst.Name) and arg.value.value == "device") or \
+                (arg.keyword is not None and arg.keyword.value == "device")
+            if is_device:
                 text, saw_device = device, True
             elif not (isinstance(arg.value, (cst.Integer, cst.Float, cst.SimpleString))
                       or ((dotted(arg.value) or [""])[0] == "self")
                       or (isinstance(arg.value, cst.Name) and arg.value.value in ("None", "True", "False"))):
-                return None
+                captured.append(text)
+                text = f"self.{args_attr}[{len(captured) - 1}]"
             keyword = f"{arg.keyword.value}=" if arg.keyword is not None else ""
-            args.append(f"{'*' * len(arg.star) if arg.star else ''}{keyword}{text}")
-        if not saw_device:
-            return None  # a construction that ignores the device would rebuild on the wrong one
+            args.append(f"{keyword}{text}")
         call = f"{ctx.code(func)}({', '.join(args)})"
-        return f"{call}[{index}]" if index is not None else call
+        if index is not None:
+            call = f"{call}[{index}]"
+        if not saw_device:
+            call = f"{call}.to({device})"
+        return call, captured
 
     @staticmethod
     def _registered_expression(reg: Registration) -> cst.BaseExpression | None:
