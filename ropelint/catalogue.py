@@ -37,8 +37,10 @@ CATALOGUE: tuple[RuleInfo, ...] = (
              "inverse frequencies built in a dtype that can be 16-bit (including the default dtype)", "always"),
     RuleInfo("RPL007", "rope-trig-after-downcast", "cos/sin taken after the phase was cast to a dtype that can be 16-bit",
              "sometimes"),
-    RuleInfo("RPL008", "rope-complex-buffer", "a complex rotation table (freqs_cis) registered as a buffer"),
-    RuleInfo("RPL009", "rope-phase-buffer", "the phase itself (not cos/sin) stored in a floating buffer"),
+    RuleInfo("RPL008", "rope-complex-buffer", "a complex rotation table (freqs_cis) registered as a buffer",
+             "sometimes"),
+    RuleInfo("RPL009", "rope-phase-buffer", "the phase itself (not cos/sin) stored in a floating buffer",
+             "sometimes"),
     RuleInfo("RPL010", "rope-vendored-runtime-outdated",
              "a vendored copy of the runtime helper differs from the installed one", "always"),
 )

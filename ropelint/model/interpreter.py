@@ -114,6 +114,8 @@ class FileModel:
     guards: list[Guard] = field(default_factory=list)
     classes: dict[str, ClassInfo] = field(default_factory=dict)
     functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    # Every read of a buffer or Parameter, for fixes that must reroute all of them.
+    state_reads: list[StateRead] = field(default_factory=list)
     # id(expression or small statement) -> the statement it was evaluated in, for cheap positions.
     statement_of: dict[int, cst.CSTNode] = field(default_factory=dict)
 
@@ -677,6 +679,7 @@ class Interpreter:
         stored = entry.value
         roles = stored.roles or self._named(attr).roles
         if ref.follows_module_casts:
+            self.model.state_reads.append(read)
             return Val(roles, Dt.RUNTIME, site=node, read=read, scaled=stored.scaled)
         if not roles or roles <= {Role.SCALAR}:
             return stored

@@ -8,6 +8,7 @@ from ..model.names import dotted, string_value
 from ..model.values import Role, StateKind, StateRead
 from .base import Rule, RuleContext
 from .construction import assigned_value, match_default
+from .shadow import shadow_fix
 
 RUNTIME_IMPORT = "from ropelint import runtime as rope_runtime"
 
@@ -27,9 +28,16 @@ class InvFreqInModuleState(Rule):
                    f"{ctx.line_of(ref.node)}) feed the phase at line {ctx.line_of(product.node)}; "
                    f"`module.bfloat16()`/`.half()` round them and `.float()` at use restores nothing")
         fix, why = self._fix(ctx, product, read)
+        if fix is None and why and ref.kind is not StateKind.PARAMETER and not self._reassigned(why):
+            fix = shadow_fix(ref, read, self._device(product), "inverse frequencies")
         if fix is None and why:
             message += f" (no automatic fix: {why})"
         ctx.report(self.code, read.node, message, product.scope, fix)
+
+    @staticmethod
+    def _reassigned(why: str) -> bool:
+        # A buffer updated after construction (dynamic scaling) would leave a shadow copy stale.
+        return "reassigned" in why or "outside `__init__`" in why or "more than once" in why
 
     @staticmethod
     def _repaired(ctx: RuleContext, product: Product, name: str) -> bool:
