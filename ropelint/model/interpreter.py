@@ -155,6 +155,7 @@ class Interpreter:
         self.wrappers: dict[str, str] = {}  # function name -> "disabled" | "passthrough"
         self._tuple_items: dict[int, tuple[Val, ...]] = {}
         self._current: cst.CSTNode | None = None  # the statement being evaluated
+        self._metadata_read = False
 
     # ----------------------------------------------------------------- driver
     def run(self) -> FileModel:
@@ -644,7 +645,13 @@ class Interpreter:
             if attr in TORCH_DTYPES_COMPLEX:
                 return dtype_val(Dt.FULL)
             return UNKNOWN
-        base = self._eval(node.value, frame)
+        metadata_only = attr in ("device", "dtype", "shape", "ndim", "is_cuda")
+        if metadata_only:
+            self._metadata_read = True  # ``self.inv_freq.device`` reads no values: not a read to reroute
+        try:
+            base = self._eval(node.value, frame)
+        finally:
+            self._metadata_read = False
         if attr == "dtype":
             if base.has(Role.DTYPE):
                 return UNKNOWN
@@ -679,7 +686,8 @@ class Interpreter:
         stored = entry.value
         roles = stored.roles or self._named(attr).roles
         if ref.follows_module_casts:
-            self.model.state_reads.append(read)
+            if not self._metadata_read:
+                self.model.state_reads.append(read)
             return Val(roles, Dt.RUNTIME, site=node, read=read, scaled=stored.scaled)
         if not roles or roles <= {Role.SCALAR}:
             return stored
