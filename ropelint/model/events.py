@@ -34,7 +34,7 @@ class Product:
     """Positions combined with inverse frequencies: the phase."""
 
     node: cst.CSTNode
-    form: str  # "matmul", "einsum-sum", "einsum", "outer", "elementwise"
+    form: str  # "matmul", "einsum-matmul", "einsum-sum", "einsum", "outer", "elementwise"
     freq: Val
     positions: Val
     guard: Guard | None

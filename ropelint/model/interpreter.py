@@ -835,6 +835,8 @@ class Interpreter:
                 operands = [self._eval(o, frame) for o in opnodes]
             if spec is not None and len(operands) == 2:
                 form = "einsum-sum" if _einsum_sums(spec) else "einsum"
+                if form == "einsum-sum" and _einsum_is_matmul(spec):
+                    form = "einsum-matmul"  # "...ij,...jk->...ik": a matmul spelled as an einsum
                 result = self._product_or_arith(node, form, operands[0], operands[1], frame, opnodes)
                 if result is not None:
                     return result
@@ -1148,6 +1150,22 @@ def _einsum_sums(spec: str) -> bool:
         output = "".join(c for c in letters if letters.count(c) == 1)
     in_letters = {c for c in inputs if c.isalpha()}
     return any(c not in output for c in in_letters)
+
+
+def _einsum_is_matmul(spec: str) -> bool:
+    spec = spec.replace(" ", "")
+    if "->" not in spec or "." in spec:
+        return False
+    inputs, out = spec.split("->", 1)
+    parts = inputs.split(",")
+    if len(parts) != 2:
+        return False
+    a, b = parts
+    if not (len(a) == len(b) == len(out) >= 2):
+        return False
+    j = a[-1]
+    return (a[:-2] == b[:-2] == out[:-2] and b[-2] == j and out[-2] == a[-2] and out[-1] == b[-1]
+            and j not in out and len(set(a + b)) == len(a) + 1)
 
 
 def _walk_calls(node: cst.CSTNode):  # type: ignore[no-untyped-def]

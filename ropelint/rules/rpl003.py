@@ -7,12 +7,12 @@ from ..model.events import Product
 from ..model.values import Dt
 from .base import Rule, RuleContext, as_float32
 
-MATMUL_FORMS = ("matmul", "einsum-sum")
+MATMUL_FORMS = ("matmul", "einsum-sum", "einsum-matmul")
 
 
 def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
     """The phase as a broadcast product of float32 operands, with the matmul's result shape."""
-    if product.form != "matmul" or len(product.operands) != 2:
+    if product.form not in ("matmul", "einsum-matmul") or len(product.operands) != 2:
         return None
     left, right = product.operands
     lval, rval = product.operand_vals
@@ -43,7 +43,7 @@ class MatmulPhase(Rule):
         for product in ctx.model.products:
             if product.form not in MATMUL_FORMS or product.guard is not None:
                 continue
-            kind = "an einsum that sums an index" if product.form == "einsum-sum" else "a matmul"
+            kind = "a matmul" if product.form == "matmul" else "an einsum that sums an index"
             message = (f"phase formed by {kind}: under autocast it runs in bfloat16/float16 even with float32 "
                        f"inputs (phase error 235 rad at position 131071); use an elementwise product")
             ctx.report(self.code, product.node, message, product.scope, elementwise_rewrite(ctx, product))

@@ -43,7 +43,7 @@ class AutocastGuard(Rule):
         for product in products:
             if product.form == "einsum-sum":
                 return None
-            if product.form == "matmul":
+            if product.form in ("matmul", "einsum-matmul"):
                 plan = elementwise_rewrite(ctx, product)
                 if plan is None:
                     return None
