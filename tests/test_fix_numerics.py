@@ -66,3 +66,30 @@ def test_fixed_module_passes_the_matrix(name: str, symbol: str):
     if _codes_in(original, symbol, skip_einsum=True) & NUMERIC:
         before = _probe(original, symbol)
         assert before.passed < 24 or before.controls_passed < 6, before.verdict
+
+
+# Fixed modules whose every fix was safe: they also export with a dynamic length, run on the meta
+# device, and survive meta -> to_empty -> load_state_dict -> forward with correct values.
+EXPORT_META = [("hf_matmul_438.py", "LlamaRotaryEmbedding"), ("hf_autocast_guard_440.py", "MistralRotaryEmbedding"),
+               ("hf_elementwise_buffer_5x.py", "QwenRotaryEmbedding"), ("partial_rotary.py", "PhiRotaryEmbedding"),
+               ("dspark_int_cast.py", "DraftRotaryEmbedding")]
+
+
+@pytest.mark.parametrize(("name", "symbol"), EXPORT_META, ids=lambda v: str(v))
+def test_fixed_module_exports_and_loads_on_meta(name: str, symbol: str):
+    fixed = FIXTURES / "fixed" / name
+    module = load_file(str(fixed))
+    report = run_matrix(resolve_symbol(module, symbol, str(fixed)), symbol=symbol, export=True, meta=True,
+                        positions=list(range(0, 300, 7)))
+    checks = {check.name: check for check in report.checks}
+    assert checks["export"].passed, checks["export"].detail
+    assert checks["meta"].passed, checks["meta"].detail
+
+
+def test_the_autocast_guard_original_fails_on_meta():
+    original = FIXTURES / "cases" / "hf_autocast_guard_440.py"
+    module = load_file(str(original))
+    report = run_matrix(resolve_symbol(module, "MistralRotaryEmbedding", str(original)), symbol="MistralRotaryEmbedding",
+                        meta=True, positions=list(range(0, 300, 7)))
+    meta = next(check for check in report.checks if check.name == "meta")
+    assert meta.passed is False
