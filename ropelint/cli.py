@@ -167,7 +167,8 @@ def fix(paths, write, unsafe_fixes, helper_mode, quiet, select, ignore, extend_s
     remaining = []
     changed_files = 0
     applied = 0
-    out = _console()
+    # In diff mode stdout carries only the patch (so it can be piped to `git apply`); the rest goes to stderr.
+    out = _console(stderr=not write)
     for result in results:
         if result.error is not None or not result.diagnostics:
             continue
@@ -212,9 +213,10 @@ def fix(paths, write, unsafe_fixes, helper_mode, quiet, select, ignore, extend_s
         out.print(Text(f"{verb} {applied} finding{'s' if applied != 1 else ''} in {changed_files} "
                        f"file{'s' if changed_files != 1 else ''}; {len(remaining)} remaining.", style="bold"),
                   soft_wrap=True)
-        if not write:
-            left = [d for d in remaining if d.fix is None or (d.fix.safety == "unsafe" and not unsafe_fixes)]
-            del left
+        unsafe_left = sum(1 for d in remaining if d.fix is not None and d.fix.safety == "unsafe")
+        if unsafe_left and not unsafe_fixes:
+            out.print(Text(f"{unsafe_left} of them have unsafe fixes: review them with `ropelint check`, then "
+                           f"rerun with --unsafe-fixes.", style="dim"), soft_wrap=True)
     if remaining and not quiet:
         for d in remaining:
             out.print(f"{d.path}:{d.line}:{d.column}: {d.code} {d.message}", soft_wrap=True, markup=False)

@@ -183,3 +183,15 @@ def test_installed_executable_subprocess(tmp_path: Path, bad_file: Path, good_fi
     assert again.returncode == 0, again.stdout
     version = subprocess.run([sys.executable, "-m", "ropelint", "--version"], capture_output=True, text=True)
     assert version.stdout.strip() == f"ropelint {__version__}"
+
+
+@pytest.mark.skipif(EXE is None or shutil.which("git") is None, reason="needs the executable and git")
+def test_diff_mode_stdout_is_a_patch_git_applies(tmp_path: Path, bad_file: Path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    diff = subprocess.run([EXE, "fix", "--no-cache", "rotary.py"], capture_output=True, text=True, cwd=tmp_path)
+    assert diff.returncode == 1 and diff.stdout.startswith("--- a/rotary.py")
+    assert "Would fix 2 findings" in diff.stderr
+    (tmp_path / "fix.patch").write_text(diff.stdout)
+    subprocess.run(["git", "apply", "fix.patch"], check=True, cwd=tmp_path)
+    after = subprocess.run([EXE, "check", "--no-cache", "rotary.py"], capture_output=True, text=True, cwd=tmp_path)
+    assert after.returncode == 0, after.stdout
