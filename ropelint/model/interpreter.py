@@ -568,6 +568,9 @@ class Interpreter:
 
     def _wrapper_kind(self, name: str, fn: cst.FunctionDef) -> dict[str, str]:
         """Same-file helpers that only open an autocast region: ``def no_amp(): return autocast(..., enabled=False)``."""
+        body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else ()
+        if len(body) > 8:
+            return {}  # wrappers are tiny; walking every call of every function costs more than parsing
         scope = Scope(name, fn, (), None, fn)
         kind = None
         for node in _walk_calls(fn.body):
