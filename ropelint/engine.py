@@ -253,14 +253,18 @@ def check_text(path: str, text: str, codes: frozenset[str], *, prefilter: bool |
     imports = scan_imports(text)
     if "torch" not in {q.split(".")[0] for q in imports.names.values()}:
         return FileResult(path, parsed=True)
-    model = analyse(module, imports)
-    positions = _Positions(module, selection, model.event_tops(), model.statement_of)
-    _hint_events(positions, model)
-    findings = run_rules(module, model, imports, codes, positions, selection)
-    if not findings[0]:
-        return FileResult(path, parsed=True)
-    return FileResult(path, _to_diagnostics(path, text, findings[0], findings[1], selection, imports, newline),
-                      parsed=True)
+    try:
+        model = analyse(module, imports)
+        positions = _Positions(module, selection, model.event_tops(), model.statement_of)
+        _hint_events(positions, model)
+        findings = run_rules(module, model, imports, codes, positions, selection)
+        if not findings[0]:
+            return FileResult(path, parsed=True)
+        return FileResult(path, _to_diagnostics(path, text, findings[0], findings[1], selection, imports, newline),
+                          parsed=True)
+    except (RecursionError, Exception) as exc:  # noqa: BLE001 - one odd file must not stop the run
+        return FileResult(path, error=FileError(path, 1, 1, f"ropelint internal error while analysing this file "
+                                                          f"({type(exc).__name__}: {exc}); please report it"))
 
 
 def _hint_events(positions: _Positions, model: FileModel) -> None:

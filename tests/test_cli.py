@@ -195,3 +195,23 @@ def test_diff_mode_stdout_is_a_patch_git_applies(tmp_path: Path, bad_file: Path)
     subprocess.run(["git", "apply", "fix.patch"], check=True, cwd=tmp_path)
     after = subprocess.run([EXE, "check", "--no-cache", "rotary.py"], capture_output=True, text=True, cwd=tmp_path)
     assert after.returncode == 0, after.stdout
+
+
+def test_an_analysis_crash_is_reported_per_file_and_the_run_goes_on(tmp_path: Path, bad_file: Path, monkeypatch):
+    import ropelint.engine as engine
+
+    real = engine.analyse
+
+    def flaky(module, imports):  # type: ignore[no-untyped-def]
+        if "Broken" in module.code:
+            raise ValueError("boom")
+        return real(module, imports)
+
+    monkeypatch.setattr(engine, "analyse", flaky)
+    odd = tmp_path / "odd.py"
+    odd.write_text(bad_file.read_text().replace("LlamaRotaryEmbedding", "BrokenRotaryEmbedding"))
+    result = run("check", "--no-cache", "-j", "1", str(tmp_path))
+    assert result.exit_code == 2
+    assert "odd.py:1:1: error: ropelint internal error" in result.output and "boom" in result.output
+    assert "rotary.py:22:18: RPL003" in result.output.replace(str(tmp_path) + "/", "")
+    assert "Traceback" not in result.output
