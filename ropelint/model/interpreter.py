@@ -475,8 +475,8 @@ class Interpreter:
                 return
             holder = self._holder_kind(source)
             if holder is not None:
-                kind, persistent, inner = holder
-                ref = StateRef(name, kind, source, persistent)  # type: ignore[arg-type]
+                kind, persistent, inner, frozen = holder
+                ref = StateRef(name, kind, source, persistent, frozen)  # type: ignore[arg-type]
                 frame.cls.state[name] = StateEntry(ref, inner)
                 self._registered(source, ref, inner, frame)  # type: ignore[arg-type]
             else:
@@ -486,25 +486,27 @@ class Interpreter:
                     val = join(existing.value, val)
                 frame.cls.state[name] = StateEntry(ref, val)
 
-    def _holder_kind(self, source: cst.CSTNode | None) -> tuple[StateKind, bool, Val] | None:
+    def _holder_kind(self, source: cst.CSTNode | None) -> tuple[StateKind, bool, Val, bool] | None:
         """``nn.Buffer(v, persistent=...)`` / ``nn.Parameter(v)`` on the right-hand side."""
         value = getattr(source, "value", None)
         if not isinstance(value, cst.Call):
             return None
         return self._holder_call(value)
 
-    def _holder_call(self, call: cst.Call) -> tuple[StateKind, bool, Val] | None:
+    def _holder_call(self, call: cst.Call) -> tuple[StateKind, bool, Val, bool] | None:
         name = qualname(call.func, self.imports) or ""
         tail = name.rsplit(".", 1)[-1]
         if tail not in ("Buffer", "Parameter") or not (name.startswith("torch") or name == tail):
             return None
         inner = self._last_holder_val
-        persistent = True
+        persistent, frozen = True, False
         for arg in call.args:
             if arg.keyword and arg.keyword.value == "persistent":
                 persistent = bool_literal(arg.value) is not False
+            if arg.keyword and arg.keyword.value == "requires_grad":
+                frozen = bool_literal(arg.value) is False
         kind = StateKind.BUFFER if tail == "Buffer" else StateKind.PARAMETER
-        return kind, persistent, inner
+        return kind, persistent, inner, frozen
 
     _last_holder_val: Val = UNKNOWN
 
@@ -806,8 +808,8 @@ class Interpreter:
                 holder = self._holder_call(value_node)
                 self._last_holder_val = UNKNOWN
                 if holder is not None:
-                    kind, persistent, val = holder
-                    ref = StateRef(name, kind, node, persistent)
+                    kind, persistent, val, frozen = holder
+                    ref = StateRef(name, kind, node, persistent, frozen)
                     frame.cls.state[name] = StateEntry(ref, val)
                     self._registered(node, ref, val, frame)
             return UNKNOWN

@@ -52,6 +52,7 @@ class StateRef:
     kind: StateKind
     node: cst.CSTNode  # the registering statement's call or assignment
     persistent: bool = True
+    frozen: bool = False  # a Parameter built with requires_grad=False: it cannot be learned
 
     @property
     def follows_module_casts(self) -> bool:

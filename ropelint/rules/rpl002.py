@@ -28,7 +28,7 @@ class InvFreqInModuleState(Rule):
                    f"{ctx.line_of(ref.node)}) feed the phase at line {ctx.line_of(product.node)}; "
                    f"`module.bfloat16()`/`.half()` round them and `.float()` at use restores nothing")
         fix, why = self._fix(ctx, product, read)
-        if fix is None and why and ref.kind is not StateKind.PARAMETER and not self._reassigned(why):
+        if fix is None and why and (ref.kind is not StateKind.PARAMETER or ref.frozen) and not self._reassigned(why):
             fix = shadow_fix(ref, read, self._device(product), "inverse frequencies")
         if fix is None and why:
             message += f" (no automatic fix: {why})"
@@ -47,7 +47,7 @@ class InvFreqInModuleState(Rule):
 
     def _fix(self, ctx: RuleContext, product: Product, read: StateRead) -> tuple[FixPlan | None, str]:
         ref = read.ref
-        if ref.kind is StateKind.PARAMETER:
+        if ref.kind is StateKind.PARAMETER and not ref.frozen:
             return None, "a Parameter may be learned, so it cannot be rebuilt from its construction"
         if "{}" in ref.name:
             return None, "the buffer's name is built at run time (one buffer per layer type or loop step)"

@@ -10,10 +10,18 @@ right device. It is always unsafe: a model built on the meta device keeps a meta
 from __future__ import annotations
 
 from ..diagnostics import FixPlan, InsertAfterStatement, Replace
-from ..model.values import StateRead, StateRef
+from ..model.values import StateKind, StateRead, StateRef
 
 WHY = ("the shadow copy is not rebuilt by a meta-device load, and updates of the buffer after "
        "construction are not seen")
+
+
+def _copy(ref: StateRef) -> str:
+    # A module cast swaps a Parameter's data in place (measured: a second reference to it turns
+    # bfloat16 too) but replaces a buffer's tensor, so a Parameter needs a real copy.
+    if ref.kind is StateKind.PARAMETER:
+        return f"self.{ref.name}.detach().clone()"
+    return f"self.{ref.name}"
 
 
 def shadow_attribute(ref: StateRef) -> str:
@@ -24,7 +32,7 @@ def shadow_fix(ref: StateRef, read: StateRead, device: str, what: str) -> FixPla
     if "{}" in ref.name:
         return None
     shadow = shadow_attribute(ref)
-    keep = InsertAfterStatement(ref.node, f"self.{shadow} = self.{ref.name}  # ropelint: {what} as built, "
+    keep = InsertAfterStatement(ref.node, f"self.{shadow} = {_copy(ref)}  # ropelint: {what} as built, "
                                           f"out of reach of module dtype casts")
     return FixPlan("unsafe", f"read a float32 copy of `{ref.name}` kept out of reach of module casts ({WHY})",
                    (keep, Replace(read.node, f"self.{shadow}.to({device})")))
@@ -36,7 +44,7 @@ def state_fix(ctx, reg, what: str) -> FixPlan | None:  # type: ignore[no-untyped
     if not reads or "{}" in reg.ref.name:
         return None
     shadow = shadow_attribute(reg.ref)
-    edits: list = [InsertAfterStatement(reg.node, f"self.{shadow} = self.{reg.ref.name}  # ropelint: {what} as "
+    edits: list = [InsertAfterStatement(reg.node, f"self.{shadow} = {_copy(reg.ref)}  # ropelint: {what} as "
                                                   f"built, out of reach of module dtype casts")]
     edits += [Replace(read.node, f"self.{shadow}.to(self.{reg.ref.name}.device)") for read in reads]
     return FixPlan("unsafe", f"read a copy of `{reg.ref.name}` kept out of reach of module casts ({WHY})", tuple(edits))
