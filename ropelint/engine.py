@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
@@ -14,7 +13,6 @@ from .diagnostics import (AddImport, DeleteLines, Diagnostic, FileError, FileRes
 from .imports import ImportTable, scan_imports
 from .model.interpreter import FileModel, analyse
 from .rules import BY_CODE, RuleContext
-from .source import SourceError, SourceFile, read_source
 from .triage import prefilter_enabled, syntax_error
 from .suppression import suppressed
 
@@ -98,7 +96,6 @@ class _Positions:
         blocks = segments._blocks(self.lines, segments._starts(self.lines, indent, header + 1, end), end)
         if len(blocks) != len(stmts):
             return None
-        self._indent = len(indent)
         for stmt, (start, stop) in zip(stmts, blocks):
             if isinstance(stmt, cst.FunctionDef):
                 self._spans[id(stmt)] = (start, stop)
@@ -389,12 +386,3 @@ def _text_edits(edits, positions: _Positions, selection: segments.Selection, sta
             start = starts[first - 1] + rng.start.column
             end = starts[last - 1] + rng.end.column
             yield TextEdit(start, end, edit.code.replace("\n", newline) if newline != "\n" else edit.code)
-
-
-def check_file(path: Path, codes: frozenset[str], display: str | None = None) -> tuple[FileResult, SourceFile | None]:
-    shown = display or str(path)
-    try:
-        source = read_source(path)
-    except SourceError as exc:
-        return FileResult(shown, error=FileError(shown, exc.line, exc.column, str(exc))), None
-    return check_text(shown, source.text, codes, newline=source.newline), source

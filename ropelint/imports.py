@@ -18,8 +18,6 @@ _FROM = re.compile(
 )
 _TOP_IMPORT_END = re.compile(r"^(?:import|from)[ \t][^\r\n]*(?:\r?\n(?=[ \t)])[^\r\n]*)*", re.MULTILINE)
 
-# Modules whose attributes the rules care about.
-INTERESTING_ROOTS = ("torch", "numpy", "math", "contextlib", "functools")
 
 
 @dataclass(frozen=True)

@@ -473,7 +473,8 @@ class Interpreter:
                 # Re-assigning a registered buffer keeps it a buffer.
                 frame.cls.state[name] = StateEntry(existing.ref, val)
                 return
-            holder = self._holder_kind(source)
+            # Buffer(...)/Parameter(...) evaluate to their argument, so ``val`` is the held value.
+            holder = self._holder_kind(source, val)
             if holder is not None:
                 kind, persistent, inner, frozen = holder
                 ref = StateRef(name, kind, source, persistent, frozen)  # type: ignore[arg-type]
@@ -486,19 +487,19 @@ class Interpreter:
                     val = join(existing.value, val)
                 frame.cls.state[name] = StateEntry(ref, val)
 
-    def _holder_kind(self, source: cst.CSTNode | None) -> tuple[StateKind, bool, Val, bool] | None:
+    def _holder_kind(self, source: cst.CSTNode | None, inner: Val) -> tuple[StateKind, bool, Val, bool] | None:
         """``nn.Buffer(v, persistent=...)`` / ``nn.Parameter(v)`` on the right-hand side."""
         value = getattr(source, "value", None)
         if not isinstance(value, cst.Call):
             return None
-        return self._holder_call(value)
+        return self._holder_call(value, inner)
 
-    def _holder_call(self, call: cst.Call) -> tuple[StateKind, bool, Val, bool] | None:
+    def _holder_call(self, call: cst.Call, inner: Val) -> tuple[StateKind, bool, Val, bool] | None:
+        """(kind, persistent, held value, frozen) of a Buffer/Parameter call; ``inner`` is its evaluated argument."""
         name = qualname(call.func, self.imports) or ""
         tail = name.rsplit(".", 1)[-1]
         if tail not in ("Buffer", "Parameter") or not (name.startswith("torch") or name == tail):
             return None
-        inner = self._last_holder_val
         persistent, frozen = True, False
         for arg in call.args:
             if arg.keyword and arg.keyword.value == "persistent":
@@ -507,8 +508,6 @@ class Interpreter:
                 frozen = bool_literal(arg.value) is False
         kind = StateKind.BUFFER if tail == "Buffer" else StateKind.PARAMETER
         return kind, persistent, inner, frozen
-
-    _last_holder_val: Val = UNKNOWN
 
     def _registered(self, node: cst.CSTNode, ref: StateRef, value: Val, frame: Frame) -> None:
         self.model.registrations.append(Registration(node, ref, value, frame.scope))
@@ -804,9 +803,8 @@ class Interpreter:
             if name is not None and frame.cls is not None:
                 frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
             if name is not None and frame.cls is not None and isinstance(value_node, cst.Call):
-                self._last_holder_val = inner if inner.roles else inner.evolve(roles=self._named(name).roles)
-                holder = self._holder_call(value_node)
-                self._last_holder_val = UNKNOWN
+                held = inner if inner.roles else inner.evolve(roles=self._named(name).roles)
+                holder = self._holder_call(value_node, held)
                 if holder is not None:
                     kind, persistent, val, frozen = holder
                     ref = StateRef(name, kind, node, persistent, frozen)
@@ -815,14 +813,13 @@ class Interpreter:
             return UNKNOWN
         if qn == "getattr" and pos and isinstance(pos[0], cst.Name) and pos[0].value == "self" and len(pos) >= 2:
             name = string_value(pos[1])
-            if name is not None:
-                return self._state_read(name.replace("{}", "x") if "{}" in name else name, node, frame) \
-                    if "{}" not in name else self._state_read_template(name, node, frame)
-            return UNKNOWN
+            if name is None:
+                return UNKNOWN
+            if "{}" in name:
+                return self._state_read_template(name, node, frame)
+            return self._state_read(name, node, frame)
         if tail in ("Buffer", "Parameter") and not numpy:
-            inner = self._eval(pos[0], frame) if pos else UNKNOWN
-            self._last_holder_val = inner
-            return inner
+            return self._eval(pos[0], frame) if pos else UNKNOWN
         vals = [self._eval(a, frame) for a in pos]
         kvals = {k: self._eval(v, frame) for k, v in kw.items()}
         if tail in ("arange", "linspace") and not qn.startswith("math"):
@@ -1018,8 +1015,6 @@ class Interpreter:
             self.model.casts.append(Cast(node, method, receiver, target, target_node, frame.scope))
 
     def _trig(self, node: cst.Call, arg: Val, frame: Frame, numpy: bool) -> Val:
-        if arg.param is not None and not arg.roles - {Role.POSITIONS}:
-            frame.trig_params.add(arg.param)
         if arg.has(Role.PHASE) and not numpy:
             guard = frame.guards[-1] if frame.guards else None
             self.model.trigs.append(Trig(node, arg, frame.scope, guard))

@@ -48,11 +48,6 @@ def qualname(node: cst.BaseExpression, imports: ImportTable) -> str | None:
     return ".".join([root, *parts[1:]])
 
 
-def is_torch(name: str | None, *tails: str) -> bool:
-    """``torch.X`` or ``torch.<sub>.X`` for X in tails (``torch.functional.einsum`` included)."""
-    if not name or not name.startswith("torch."):
-        return False
-    return name.rsplit(".", 1)[-1] in tails
 
 
 def is_numpy(name: str | None) -> bool:

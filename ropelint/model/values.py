@@ -106,9 +106,6 @@ class Val:
     def has(self, role: Role) -> bool:
         return role in self.roles
 
-    def with_roles(self, *roles: Role) -> "Val":
-        return replace(self, roles=frozenset(roles))
-
     def evolve(self, **changes: object) -> "Val":
         return replace(self, **changes)
 

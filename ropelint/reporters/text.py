@@ -37,7 +37,7 @@ def _frame(d: Diagnostic, source: SourceFile | None) -> Text | None:
 
 
 def render(console: Console, diagnostics: list[Diagnostic], errors: list[FileError],
-           sources: dict[str, SourceFile], *, quiet: bool, files_checked: int, show_fixes: bool = True) -> None:
+           sources: dict[str, SourceFile], *, quiet: bool, files_checked: int) -> None:
     for d in diagnostics:
         head = Text()
         head.append(f"{d.path}:{d.line}:{d.column}:", style="bold")

@@ -27,17 +27,13 @@ class InvFreqInModuleState(Rule):
         message = (f"inverse frequencies `self.{ref.name}` ({ref.describe()} registered at line "
                    f"{ctx.line_of(ref.node)}) feed the phase at line {ctx.line_of(product.node)}; "
                    f"`module.bfloat16()`/`.half()` round them and `.float()` at use restores nothing")
-        fix, why = self._fix(ctx, product, read)
-        if fix is None and why and (ref.kind is not StateKind.PARAMETER or ref.frozen) and not self._reassigned(why):
+        fix, why, updated_later = self._fix(ctx, product, read)
+        # A float32 copy is the fallback, unless the state is learned or updated after construction.
+        if fix is None and why and (ref.kind is not StateKind.PARAMETER or ref.frozen) and not updated_later:
             fix = shadow_fix(ref, read, self._device(product), "inverse frequencies")
         if fix is None and why:
             message += f" (no automatic fix: {why})"
         ctx.report(self.code, read.node, message, product.scope, fix)
-
-    @staticmethod
-    def _reassigned(why: str) -> bool:
-        # A buffer updated after construction (dynamic scaling) would leave a shadow copy stale.
-        return "reassigned" in why or "outside `__init__`" in why or "more than once" in why
 
     @staticmethod
     def _repaired(ctx: RuleContext, product: Product, name: str) -> bool:
@@ -45,30 +41,31 @@ class InvFreqInModuleState(Rule):
         info = ctx.model.classes.get(cls_name)
         return info is not None and name in info.repaired
 
-    def _fix(self, ctx: RuleContext, product: Product, read: StateRead) -> tuple[FixPlan | None, str]:
+    def _fix(self, ctx: RuleContext, product: Product, read: StateRead) -> tuple[FixPlan | None, str, bool]:
+        """(fix, why there is none, whether the state is updated after construction)."""
         ref = read.ref
         if ref.kind is StateKind.PARAMETER and not ref.frozen:
-            return None, "a Parameter may be learned, so it cannot be rebuilt from its construction"
+            return None, "a Parameter may be learned, so it cannot be rebuilt from its construction", False
         if "{}" in ref.name:
-            return None, "the buffer's name is built at run time (one buffer per layer type or loop step)"
+            return None, "the buffer's name is built at run time (one buffer per layer type or loop step)", False
         family = self._family(ctx, ref.node)
         registrations = [r for r in ctx.model.registrations
                          if r.ref.name == ref.name and r.scope.symbol.split(".")[0] in family]
         if len(registrations) != 1 or registrations[0].ref is not ref:
-            return None, f"`{ref.name}` is registered more than once in this class hierarchy"
+            return None, f"`{ref.name}` is registered more than once in this class hierarchy", True
         reg = registrations[0]
         if reg.scope.symbol.rsplit(".", 1)[-1] != "__init__" or not isinstance(reg.scope.node, cst.FunctionDef):
-            return None, f"`{ref.name}` is (re)built outside `__init__`"
+            return None, f"`{ref.name}` is (re)built outside `__init__`", True
         if self._assigned_elsewhere(ctx, ref.name, reg, family):
-            return None, f"`self.{ref.name}` is reassigned after construction (e.g. dynamic scaling)"
+            return None, f"`self.{ref.name}` is reassigned after construction (e.g. dynamic scaling)", True
         value = self._registered_expression(reg)
         if value is None:
-            return None, "the registered value is not a single expression"
+            return None, "the registered value is not a single expression", False
         index = None
         if isinstance(value, cst.Name):
             assigned = assigned_value(reg.scope.node, value.value, reg.node)
             if assigned is None:
-                return None, "the frequencies are assigned more than once before registration"
+                return None, "the frequencies are assigned more than once before registration", False
             value, index = assigned
         device = self._device(product)
         spec = match_default_or_none(ctx, value) if index is None else None
@@ -88,9 +85,9 @@ class InvFreqInModuleState(Rule):
                     f"(assumes it builds float32 values and that nothing updates the buffer later, e.g. a "
                     f"dynamic-scaling decorator)",
                     tuple(edits),
-                ), ""
+                ), "", False
             return None, ("the construction is not the default `1 / (base ** (arange(0, dim, 2) / dim))`; "
-                          "rebuild it in float32 inside forward with the module's own code")
+                          "rebuild it in float32 inside forward with the module's own code"), False
         dim_code, base_code = spec
         spec_attr = f"_{ref.name.strip('_')}_spec"
         init_line = f"self.{spec_attr} = ({dim_code}, {base_code})  # ropelint: float32 rebuild of `{ref.name}`"
@@ -99,7 +96,7 @@ class InvFreqInModuleState(Rule):
             "safe",
             f"rebuild `{ref.name}` in float32 on the positions' device in forward (the buffer stays registered)",
             (InsertAfterStatement(reg.node, init_line), Replace(read.node, call), AddImport(RUNTIME_IMPORT)),
-        ), ""
+        ), "", False
 
     @staticmethod
     def _call_again(ctx: RuleContext, value: cst.BaseExpression, index: int | None, init: cst.FunctionDef,
