@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import libcst as cst
+import ast
 
 from .imports import scan_imports
 from .model.interpreter import analyse
 from .model.values import Role
 from .source import read_source
+from .spans import Spans
 
 
 def find_rotary_symbols(path: str | Path) -> list[str]:
@@ -19,8 +20,9 @@ def find_rotary_symbols(path: str | Path) -> list[str]:
     not rotary builders and are left out; so are classes that only call a rotary module.
     """
     source = read_source(Path(path))
-    module = cst.parse_module(source.text)
-    model = analyse(module, scan_imports(source.text))
+    module = ast.parse(source.text)
+    spans = Spans(source.text)
+    model = analyse(module, scan_imports(source.text), spans)
     found: dict[str, None] = {}
     rotary = {Role.INV_FREQ, Role.PHASE, Role.COMPLEX, Role.TABLE}
     events = [*model.products, *(r for r in model.registrations if r.value.roles & rotary)]
@@ -32,10 +34,10 @@ def find_rotary_symbols(path: str | Path) -> list[str]:
     runtime_names = [local for local, qual in scan_imports(source.text).names.items() if qual.startswith("ropelint.runtime")
                      or qual == "ropelint.runtime"]
     for stmt in module.body:
-        if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)) and runtime_names:
-            code = module.code_for_node(stmt)
+        if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and runtime_names:
+            code = spans.text(stmt)
             if any(f"{name}." in code or f"{name}(" in code for name in runtime_names):
-                found.setdefault(stmt.name.value, None)
-    order = {stmt.name.value: i for i, stmt in enumerate(module.body)
-             if isinstance(stmt, (cst.ClassDef, cst.FunctionDef))}
+                found.setdefault(stmt.name, None)
+    order = {stmt.name: i for i, stmt in enumerate(module.body)
+             if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
     return sorted(found, key=lambda name: order.get(name, len(order)))

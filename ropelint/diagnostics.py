@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Union
 
 if TYPE_CHECKING:  # nodes only appear in annotations: a warm cached run never imports LibCST
-    import libcst as cst
+    import ast
 
 Safety = Literal["safe", "unsafe"]
 
@@ -15,7 +15,7 @@ Safety = Literal["safe", "unsafe"]
 class Replace:
     """Replace the source of ``node`` with ``code``."""
 
-    node: cst.CSTNode
+    node: ast.AST
     code: str
 
 
@@ -23,7 +23,7 @@ class Replace:
 class DeleteLines:
     """Delete the whole lines ``node`` stands on (a decorator, a statement)."""
 
-    node: cst.CSTNode
+    node: ast.AST
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class AddImport:
 class InsertAfterStatement:
     """Insert ``code`` as a new line after the statement that holds ``node``, at its indentation."""
 
-    node: cst.CSTNode
+    node: ast.AST
     code: str
 
 
@@ -56,7 +56,7 @@ class Finding:
     """What a rule reports, before positions are known."""
 
     code: str
-    node: cst.CSTNode
+    node: ast.AST
     message: str
     symbol: str
     fix: FixPlan | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import libcst as cst
+import ast
 
 from .values import StateRef, Val
 
@@ -14,18 +14,18 @@ class Scope:
     """The function or method an event happened in."""
 
     symbol: str  # dotted: ``LlamaRotaryEmbedding.forward``
-    node: cst.FunctionDef | None
+    node: ast.FunctionDef | ast.AsyncFunctionDef | None
     params: tuple[str, ...]
     activation: str | None  # the parameter that carries the activation dtype (x, hidden_states, q...)
-    top: cst.CSTNode | None = None  # the top-level statement (class or function) it lies in
+    top: ast.AST | None = None  # the top-level statement (class or function) it lies in
 
 
 @dataclass(frozen=True)
 class Guard:
     """A region where autocast is disabled (or forced to float32)."""
 
-    node: cst.Call  # the autocast call in the ``with`` item or decorator
-    owner: cst.CSTNode  # the With statement or the decorated FunctionDef
+    node: ast.Call  # the autocast call in the ``with`` item or decorator
+    owner: ast.AST  # the With statement or the decorated FunctionDef
     scope: Scope
 
 
@@ -33,14 +33,14 @@ class Guard:
 class Product:
     """Positions combined with inverse frequencies: the phase."""
 
-    node: cst.CSTNode
+    node: ast.AST
     form: str  # "matmul", "einsum-matmul", "einsum-sum", "einsum", "outer", "elementwise"
     freq: Val
     positions: Val
     guard: Guard | None
     scope: Scope
     # For matmul forms: the two operand expressions in order, for the rewrite.
-    operands: tuple[cst.BaseExpression, ...] = ()
+    operands: tuple[ast.AST, ...] = ()
     operand_vals: tuple[Val, ...] = ()
 
 
@@ -48,17 +48,17 @@ class Product:
 class Cast:
     """A dtype conversion of a rotary value: ``.to(...)``, ``.type_as(...)``, ``.half()``..."""
 
-    node: cst.Call
+    node: ast.Call
     method: str
     receiver: Val
     target: Val  # a DTYPE value
-    target_expr: cst.BaseExpression | None
+    target_expr: ast.AST | None
     scope: Scope
 
 
 @dataclass(frozen=True)
 class Trig:
-    node: cst.Call
+    node: ast.Call
     arg: Val
     scope: Scope
     guard: Guard | None = None
@@ -68,7 +68,7 @@ class Trig:
 class TrigInHelper:
     """A cast phase handed to a same-file function or method that takes its cos/sin."""
 
-    call: cst.Call
+    call: ast.Call
     arg: Val
     callee: str
     scope: Scope
@@ -78,7 +78,7 @@ class TrigInHelper:
 class Registration:
     """Module state registered from a rotary value."""
 
-    node: cst.CSTNode
+    node: ast.AST
     ref: StateRef
     value: Val
     scope: Scope
@@ -86,6 +86,6 @@ class Registration:
 
 @dataclass(frozen=True)
 class InvFreqBuilt:
-    node: cst.CSTNode
+    node: ast.AST
     val: Val
     scope: Scope

@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import libcst as cst
+import ast
 
 from ..imports import ImportTable
+from ..spans import Spans
 from .events import Cast, Guard, InvFreqBuilt, Product, Registration, Scope, Trig, TrigInHelper
 from .names import (
     AUTOCAST,
@@ -27,6 +28,7 @@ from .names import (
     bool_literal,
     dotted,
     is_numpy,
+    number,
     qualname,
     string_value,
 )
@@ -54,6 +56,8 @@ PROMOTE_ORDER = [Dt.FULL, Dt.LOW, Dt.RUNTIME, Dt.INT, Dt.UNKNOWN]
 # The log of a base or timescale: ``math.log(10000)``, ``torch.log(base)``, ``log_timescale_increment``;
 # not a tensor's own ``.log()`` (geometric interpolation, log-space sampling).
 _LOG_OF_BASE = re.compile(r"\b(?:math|np|numpy|torch)\.log\d*\(|\blog_\w+|\w+_log\b")
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
 MATMUL_FUNCS = ("matmul", "mm", "bmm", "addmm", "baddbmm", "tensordot", "addbmm", "mv", "chain_matmul")
 
 
@@ -66,9 +70,9 @@ class StateEntry:
 @dataclass
 class ClassInfo:
     name: str
-    node: cst.ClassDef
+    node: ast.ClassDef
     bases: list[str]
-    methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    methods: dict[str, FunctionNode] = field(default_factory=dict)
     state: dict[str, StateEntry] = field(default_factory=dict)
     repaired: set[str] = field(default_factory=set)
     # attribute name -> symbols of the methods that assign or register it
@@ -113,25 +117,14 @@ class FileModel:
     inv_freqs: list[InvFreqBuilt] = field(default_factory=list)
     guards: list[Guard] = field(default_factory=list)
     classes: dict[str, ClassInfo] = field(default_factory=dict)
-    functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    functions: dict[str, FunctionNode] = field(default_factory=dict)
     # Every read of a buffer or Parameter, for fixes that must reroute all of them.
     state_reads: list[StateRead] = field(default_factory=list)
-    # id(expression or small statement) -> the statement it was evaluated in, for cheap positions.
-    statement_of: dict[int, cst.CSTNode] = field(default_factory=dict)
-
-    def event_tops(self) -> list[cst.CSTNode]:
-        """Top-level statements holding events: where every reported node lies."""
-        seen: dict[int, cst.CSTNode] = {}
-        for group in (self.products, self.casts, self.trigs, self.helper_trigs, self.helper_positions,
-                      self.registrations, self.inv_freqs, self.guards):
-            for event in group:
-                top = event.scope.top
-                if top is not None:
-                    seen.setdefault(id(top), top)
-        return list(seen.values())
+    # id(evaluated node) -> the statement it was evaluated in: suppression comments and inserted lines.
+    statement_of: dict[int, ast.stmt] = field(default_factory=dict)
 
 
-def _promote(a: Val, b: Val) -> tuple[Dt, cst.CSTNode | None]:
+def _promote(a: Val, b: Val) -> tuple[Dt, ast.AST | None]:
     """Result dtype of a tensor op, following torch promotion where both sides are known."""
     tensors = [v for v in (a, b) if not v.has(Role.SCALAR)]
     if not tensors:
@@ -146,24 +139,25 @@ def _promote(a: Val, b: Val) -> tuple[Dt, cst.CSTNode | None]:
 
 
 class Interpreter:
-    def __init__(self, module: cst.Module, imports: ImportTable) -> None:
+    def __init__(self, module: ast.Module, imports: ImportTable, spans: Spans) -> None:
         self.module = module
         self.imports = imports
+        self.spans = spans
         self.model = FileModel()
         self.summaries: dict[str, Summary] = {}
         self.in_progress: set[str] = set()
         self.wrappers: dict[str, str] = {}  # function name -> "disabled" | "passthrough"
         self._tuple_items: dict[int, tuple[Val, ...]] = {}
-        self._current: cst.CSTNode | None = None  # the statement being evaluated
+        self._current: ast.stmt | None = None  # the statement being evaluated
         self._metadata_read = False
 
     # ----------------------------------------------------------------- driver
     def run(self) -> FileModel:
         top = list(self._top_level(self.module.body))
         for stmt in top:
-            if isinstance(stmt, cst.FunctionDef):
-                self.model.functions[stmt.name.value] = stmt
-            elif isinstance(stmt, cst.ClassDef):
+            if isinstance(stmt, FUNCTION_NODES):
+                self.model.functions[stmt.name] = stmt
+            elif isinstance(stmt, ast.ClassDef):
                 self._register_class(stmt)
         for name, fn in self.model.functions.items():
             self.wrappers.update(self._wrapper_kind(name, fn))
@@ -172,34 +166,32 @@ class Interpreter:
         for info in list(self.model.classes.values()):
             self._analyse_class(info)
         for stmt in top:
-            if not isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            if not isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
                 frame = Frame({}, {}, Scope("<module>", None, (), None, stmt), None, [])
                 self._stmt(stmt, frame)
         return self.model
 
     def _top_level(self, body):  # type: ignore[no-untyped-def]
         for stmt in body:
-            if isinstance(stmt, (cst.If, cst.Try)):
-                yield from self._top_level(stmt.body.body)
-                orelse = getattr(stmt, "orelse", None)
-                if isinstance(orelse, (cst.Else, cst.If)):
-                    yield from self._top_level(orelse.body.body if isinstance(orelse, cst.Else) else [orelse])
+            if isinstance(stmt, (ast.If, ast.Try, ast.TryStar)):
+                yield from self._top_level(stmt.body)
+                yield from self._top_level(stmt.orelse)
                 for handler in getattr(stmt, "handlers", ()):
-                    yield from self._top_level(handler.body.body)
+                    yield from self._top_level(handler.body)
             else:
                 yield stmt
 
     # ---------------------------------------------------------------- classes
-    def _register_class(self, node: cst.ClassDef) -> None:
+    def _register_class(self, node: ast.ClassDef) -> None:
         bases = []
-        for arg in node.bases:
-            parts = dotted(arg.value)
+        for base in node.bases:
+            parts = dotted(base)
             if parts:
                 bases.append(parts[-1])
-        info = ClassInfo(node.name.value, node, bases)
-        for stmt in node.body.body if isinstance(node.body, cst.IndentedBlock) else ():
-            if isinstance(stmt, cst.FunctionDef):
-                info.methods[stmt.name.value] = stmt
+        info = ClassInfo(node.name, node, bases)
+        for stmt in node.body:
+            if isinstance(stmt, FUNCTION_NODES):
+                info.methods[stmt.name] = stmt
         self.model.classes[info.name] = info
 
     def _mro(self, info: ClassInfo) -> list[ClassInfo]:
@@ -213,7 +205,7 @@ class Interpreter:
             todo.extend(self.model.classes[b] for b in cur.bases if b in self.model.classes)
         return out
 
-    def _find_method(self, info: ClassInfo, name: str) -> tuple[ClassInfo, cst.FunctionDef] | None:
+    def _find_method(self, info: ClassInfo, name: str) -> tuple[ClassInfo, FunctionNode] | None:
         for cls in self._mro(info):
             if name in cls.methods:
                 return cls, cls.methods[name]
@@ -237,7 +229,7 @@ class Interpreter:
             self._method_summary(info, name)
         for cls in self._mro(info):
             if "_apply" in cls.methods:
-                text = self.module.code_for_node(cls.methods["_apply"])
+                text = self.spans.text(cls.methods["_apply"])
                 for state in info.state:
                     if re.search(rf"\b{re.escape(state)}\b", text):
                         info.repaired.add(state)
@@ -271,10 +263,10 @@ class Interpreter:
         return summary
 
     # -------------------------------------------------------------- functions
-    def _params(self, fn: cst.FunctionDef) -> list[cst.Param]:
-        p = fn.params
-        out = list(p.posonly_params) + list(p.params) + list(p.kwonly_params)
-        return out
+    @staticmethod
+    def _params(fn: FunctionNode) -> list[str]:
+        a = fn.args
+        return [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
 
     def _param_val(self, name: str) -> Val:
         if INT_POSITION_PARAMS.match(name):
@@ -302,16 +294,16 @@ class Interpreter:
             return Val(frozenset({Role.ACTIVATION}), Dt.RUNTIME)
         return UNKNOWN
 
-    def _analyse_function(self, fn: cst.FunctionDef, symbol: str, cls: ClassInfo | None, *, is_method: bool,
-                          top: cst.CSTNode | None = None) -> Summary:
-        params = [p.name.value for p in self._params(fn)]
+    def _analyse_function(self, fn: FunctionNode, symbol: str, cls: ClassInfo | None, *, is_method: bool,
+                          top: ast.AST | None = None) -> Summary:
+        params = self._params(fn)
         if is_method and params:
             params = params[1:]
         activation = next((p for p in params if ACTIVATION_PARAMS.match(p)), None)
         scope = Scope(symbol, fn, tuple(params), activation, top)
         guards: list[Guard] = []
-        for dec in fn.decorators:
-            guard = self._guard_for(dec.decorator, fn, scope)
+        for dec in fn.decorator_list:
+            guard = self._guard_for(dec, fn, scope)
             if guard:
                 guards.append(guard)
         frame = Frame({p: self._param_val(p) for p in params}, {}, scope, cls, guards)
@@ -328,20 +320,16 @@ class Interpreter:
         return Summary(ret, items, frozenset(frame.trig_params), frozenset(frame.position_params), tuple(params))
 
     # ------------------------------------------------------------- statements
-    def _block(self, body: cst.BaseSuite, frame: Frame) -> None:
-        if isinstance(body, cst.SimpleStatementSuite):
-            for small in body.body:
-                self._small(small, frame)
-            return
-        for stmt in body.body:
+    def _block(self, body: list[ast.stmt], frame: Frame) -> None:
+        for stmt in body:
             self._stmt(stmt, frame)
 
-    def _branch(self, frame: Frame, bodies: list[cst.BaseSuite | None]) -> None:
+    def _branch(self, frame: Frame, bodies: list[list[ast.stmt] | None]) -> None:
         base_env, base_items = dict(frame.env), dict(frame.items)
         results = []
         for body in bodies:
             frame.env, frame.items = dict(base_env), dict(base_items)
-            if body is not None:
+            if body:
                 self._block(body, frame)
             results.append((frame.env, frame.items))
         merged: dict[str, Val] = {}
@@ -351,122 +339,107 @@ class Interpreter:
         frame.env = merged
         frame.items = {k: v for _, items in results for k, v in items.items()}
 
-    def _stmt(self, stmt: cst.BaseStatement, frame: Frame) -> None:
+    def _stmt(self, stmt: ast.stmt, frame: Frame) -> None:
         self._current = stmt
-        if isinstance(stmt, cst.SimpleStatementLine):
-            for small in stmt.body:
-                self._small(small, frame)
-        elif isinstance(stmt, cst.If):
+        if isinstance(stmt, ast.Assign):
+            val = self._eval(stmt.value, frame)
+            items = self._items_of(stmt.value, frame)
+            for target in stmt.targets:
+                self._bind(target, val, items, frame, source=stmt)
+        elif isinstance(stmt, ast.AnnAssign):
+            if stmt.value is not None:
+                val = self._eval(stmt.value, frame)
+                self._bind(stmt.target, val, self._items_of(stmt.value, frame), frame, source=stmt)
+        elif isinstance(stmt, ast.AugAssign):
+            right = self._eval(stmt.value, frame)
+            left = self._eval(stmt.target, frame)
+            val = self._arith(left, right, stmt.op, stmt, frame)
+            self._bind(stmt.target, val, None, frame, source=stmt)
+        elif isinstance(stmt, ast.Expr):
+            self._eval(stmt.value, frame)
+        elif isinstance(stmt, ast.Return):
+            if stmt.value is not None:
+                val = self._eval(stmt.value, frame)
+                frame.returns.append(val)
+                items = self._items_of(stmt.value, frame)
+                if items is not None:
+                    frame.return_items.append(items)
+        elif isinstance(stmt, ast.If):
             self._eval(stmt.test, frame)
             self._note_repair_guard(stmt, frame)
-            orelse = stmt.orelse
-            other: cst.BaseSuite | None = None
-            if isinstance(orelse, cst.Else):
-                other = orelse.body
-            elif isinstance(orelse, cst.If):
-                other = cst.IndentedBlock(body=[orelse])
-            self._branch(frame, [stmt.body, other])
-        elif isinstance(stmt, (cst.For, cst.While)):
-            if isinstance(stmt, cst.For):
+            self._branch(frame, [stmt.body, stmt.orelse or None])
+        elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            if isinstance(stmt, ast.While):
+                self._eval(stmt.test, frame)
+            else:
                 it = self._eval(stmt.iter, frame)
                 self._bind(stmt.target, it.evolve(roles=it.roles - {Role.ARANGE}), None, frame)
-            else:
-                self._eval(stmt.test, frame)
             self._branch(frame, [stmt.body, None])
-        elif isinstance(stmt, cst.With):
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             pushed = 0
             for item in stmt.items:
-                guard = self._guard_for(item.item, stmt, frame.scope)
+                guard = self._guard_for(item.context_expr, stmt, frame.scope)
                 if guard:
                     frame.guards.append(guard)
                     pushed += 1
                 else:
-                    val = self._eval(item.item, frame)
-                    if item.asname is not None:
-                        self._bind(item.asname.name, val, None, frame)
+                    val = self._eval(item.context_expr, frame)
+                    if item.optional_vars is not None:
+                        self._bind(item.optional_vars, val, None, frame)
             self._block(stmt.body, frame)
             for _ in range(pushed):
                 frame.guards.pop()
-        elif isinstance(stmt, (cst.Try, cst.TryStar)):
+        elif isinstance(stmt, (ast.Try, ast.TryStar)):
             self._block(stmt.body, frame)
             for handler in stmt.handlers:
                 self._block(handler.body, frame)
-            if stmt.orelse:
-                self._block(stmt.orelse.body, frame)
-            if stmt.finalbody:
-                self._block(stmt.finalbody.body, frame)
-        elif isinstance(stmt, cst.FunctionDef):
+            self._block(stmt.orelse, frame)
+            self._block(stmt.finalbody, frame)
+        elif isinstance(stmt, FUNCTION_NODES):
             # A nested function (a decorator's wrapper, a closure): analyse it with the outer names.
-            inner_scope = Scope(f"{frame.scope.symbol}.{stmt.name.value}", stmt, frame.scope.params,
+            inner_scope = Scope(f"{frame.scope.symbol}.{stmt.name}", stmt, frame.scope.params,
                                 frame.scope.activation, frame.scope.top)
             inner = Frame(dict(frame.env), dict(frame.items), inner_scope, frame.cls, list(frame.guards))
-            for dec in stmt.decorators:
-                guard = self._guard_for(dec.decorator, stmt, inner_scope)
+            for dec in stmt.decorator_list:
+                guard = self._guard_for(dec, stmt, inner_scope)
                 if guard:
                     inner.guards.append(guard)
-            for p in self._params(stmt):
-                inner.env[p.name.value] = self._param_val(p.name.value)
+            for name in self._params(stmt):
+                inner.env[name] = self._param_val(name)
             self._block(stmt.body, inner)
-        elif isinstance(stmt, cst.ClassDef):
-            pass
+            self._current = stmt
 
-    def _small(self, small: cst.BaseSmallStatement, frame: Frame) -> None:
-        self.model.statement_of[id(small)] = self._current
-        if isinstance(small, cst.Assign):
-            val = self._eval(small.value, frame)
-            items = self._items_of(small.value, frame)
-            for target in small.targets:
-                self._bind(target.target, val, items, frame, source=small)
-        elif isinstance(small, cst.AnnAssign):
-            if small.value is not None:
-                val = self._eval(small.value, frame)
-                self._bind(small.target, val, self._items_of(small.value, frame), frame, source=small)
-        elif isinstance(small, cst.AugAssign):
-            right = self._eval(small.value, frame)
-            left = self._eval(small.target, frame)
-            val = self._arith(left, right, small.operator, small, frame)
-            self._bind(small.target, val, None, frame, source=small)
-        elif isinstance(small, cst.Expr):
-            self._eval(small.value, frame)
-        elif isinstance(small, cst.Return) and small.value is not None:
-            val = self._eval(small.value, frame)
-            frame.returns.append(val)
-            items = self._items_of(small.value, frame)
-            if items is not None:
-                frame.return_items.append(items)
-
-    def _items_of(self, node: cst.BaseExpression, frame: Frame) -> tuple[Val, ...] | None:
-        if isinstance(node, (cst.Tuple, cst.List)):
+    def _items_of(self, node: ast.expr, frame: Frame) -> tuple[Val, ...] | None:
+        if isinstance(node, (ast.Tuple, ast.List)):
             cached = self._tuple_items.get(id(node))
-            return cached if cached is not None else tuple(self._eval(el.value, frame) for el in node.elements)
-        if isinstance(node, cst.Name) and node.value in frame.items:
-            return frame.items[node.value]
-        if isinstance(node, cst.Call):
+            return cached if cached is not None else tuple(self._eval(el, frame) for el in node.elts)
+        if isinstance(node, ast.Name) and node.id in frame.items:
+            return frame.items[node.id]
+        if isinstance(node, ast.Call):
             summary = self._callee_summary(node, frame)
             if summary is not None:
                 return summary.items
             qn = qualname(node.func, self.imports) or ""
             if qn.rsplit(".", 1)[-1] in ("meshgrid", "broadcast_tensors") and qn.startswith("torch"):
-                return tuple(self._eval(a.value, frame).evolve(last_is_one=False, second_last_is_one=False)
-                             for a in node.args if a.keyword is None and not a.star)
+                return tuple(self._eval(a, frame).evolve(last_is_one=False, second_last_is_one=False)
+                             for a in node.args if not isinstance(a, ast.Starred))
         return None
 
-    def _bind(self, target: cst.BaseExpression, val: Val, items: tuple[Val, ...] | None,
-              frame: Frame, source: cst.CSTNode | None = None) -> None:
-        if isinstance(target, cst.Name):
-            frame.env[target.value] = val if val is not UNKNOWN else self._named(target.value)
+    def _bind(self, target: ast.expr, val: Val, items: tuple[Val, ...] | None,
+              frame: Frame, source: ast.stmt | None = None) -> None:
+        if isinstance(target, ast.Name):
+            frame.env[target.id] = val if val is not UNKNOWN else self._named(target.id)
             if items is not None:
-                frame.items[target.value] = items
+                frame.items[target.id] = items
             else:
-                frame.items.pop(target.value, None)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            elements = [el.value for el in target.elements]
-            for i, el in enumerate(elements):
+                frame.items.pop(target.id, None)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for i, el in enumerate(target.elts):
                 sub = items[i] if items is not None and i < len(items) else UNKNOWN
                 self._bind(el, sub, None, frame, source)
-        elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) \
-                and target.value.value == "self" and frame.cls is not None:
-            name = target.attr.value
+        elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                and target.value.id == "self" and frame.cls is not None:
+            name = target.attr
             frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
             existing = frame.cls.state.get(name)
             if existing is not None and existing.ref.kind is not StateKind.ATTRIBUTE:
@@ -487,40 +460,41 @@ class Interpreter:
                     val = join(existing.value, val)
                 frame.cls.state[name] = StateEntry(ref, val)
 
-    def _holder_kind(self, source: cst.CSTNode | None, inner: Val) -> tuple[StateKind, bool, Val, bool] | None:
+    def _holder_kind(self, source: ast.stmt | None, inner: Val) -> tuple[StateKind, bool, Val, bool] | None:
         """``nn.Buffer(v, persistent=...)`` / ``nn.Parameter(v)`` on the right-hand side."""
         value = getattr(source, "value", None)
-        if not isinstance(value, cst.Call):
+        if not isinstance(value, ast.Call):
             return None
         return self._holder_call(value, inner)
 
-    def _holder_call(self, call: cst.Call, inner: Val) -> tuple[StateKind, bool, Val, bool] | None:
+    def _holder_call(self, call: ast.Call, inner: Val) -> tuple[StateKind, bool, Val, bool] | None:
         """(kind, persistent, held value, frozen) of a Buffer/Parameter call; ``inner`` is its evaluated argument."""
         name = qualname(call.func, self.imports) or ""
         tail = name.rsplit(".", 1)[-1]
         if tail not in ("Buffer", "Parameter") or not (name.startswith("torch") or name == tail):
             return None
         persistent, frozen = True, False
-        for arg in call.args:
-            if arg.keyword and arg.keyword.value == "persistent":
-                persistent = bool_literal(arg.value) is not False
-            if arg.keyword and arg.keyword.value == "requires_grad":
-                frozen = bool_literal(arg.value) is False
+        for kw in call.keywords:
+            if kw.arg == "persistent":
+                persistent = bool_literal(kw.value) is not False
+            if kw.arg == "requires_grad":
+                frozen = bool_literal(kw.value) is False
         kind = StateKind.BUFFER if tail == "Buffer" else StateKind.PARAMETER
         return kind, persistent, inner, frozen
 
-    def _registered(self, node: cst.CSTNode, ref: StateRef, value: Val, frame: Frame) -> None:
+    def _registered(self, node: ast.AST, ref: StateRef, value: Val, frame: Frame) -> None:
+        if self._current is not None:
+            self.model.statement_of.setdefault(id(node), self._current)
         self.model.registrations.append(Registration(node, ref, value, frame.scope))
 
-    def _note_repair_guard(self, stmt: cst.If, frame: Frame) -> None:
+    def _note_repair_guard(self, stmt: ast.If, frame: Frame) -> None:
         """``if self.inv_freq.dtype != torch.float32: <rebuild>`` repairs the buffer after casts."""
         test = stmt.test
-        if frame.cls is None or not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        if frame.cls is None or not isinstance(test, ast.Compare) or len(test.ops) != 1:
             return
-        comp = test.comparisons[0]
-        if not isinstance(comp.operator, (cst.NotEqual, cst.IsNot)):
+        if not isinstance(test.ops[0], (ast.NotEq, ast.IsNot)):
             return
-        sides = [test.left, comp.comparator]
+        sides = [test.left, test.comparators[0]]
         state = None
         for side in sides:
             parts = dotted(side)
@@ -528,19 +502,19 @@ class Interpreter:
                 state = parts[1]
         other = [s for s in sides if (dotted(s) or [""])[-1] in TORCH_DTYPES_FULL]
         if state and other:
-            body = self.module.code_for_node(stmt.body)
+            body = "\n".join(self.spans.text(s) for s in stmt.body)
             if re.search(rf"self\.{re.escape(state)}\s*=|register_buffer\(\s*['\"]{re.escape(state)}['\"]", body):
                 frame.cls.repaired.add(state)
 
     # ----------------------------------------------------------------- guards
-    def _guard_for(self, expr: cst.BaseExpression, owner: cst.CSTNode, scope: Scope) -> Guard | None:
-        if not isinstance(expr, cst.Call):
+    def _guard_for(self, expr: ast.expr, owner: ast.AST, scope: Scope) -> Guard | None:
+        if not isinstance(expr, ast.Call):
             return None
         name = qualname(expr.func, self.imports)
         parts = dotted(expr.func) or []
         local = parts[-1] if parts else ""
-        kw = {a.keyword.value: a.value for a in expr.args if a.keyword}
-        positional = [a.value for a in expr.args if not a.keyword and not a.star]
+        kw = {k.arg: k.value for k in expr.keywords if k.arg}
+        positional = [a for a in expr.args if not isinstance(a, ast.Starred)]
         enabled = kw.get("enabled")
         disabled = enabled is not None and bool_literal(enabled) is False
         if name in AUTOCAST:
@@ -567,76 +541,85 @@ class Interpreter:
             return Guard(expr, owner, scope)
         return None
 
-    def _wrapper_kind(self, name: str, fn: cst.FunctionDef) -> dict[str, str]:
+    def _wrapper_kind(self, name: str, fn: FunctionNode) -> dict[str, str]:
         """Same-file helpers that only open an autocast region: ``def no_amp(): return autocast(..., enabled=False)``."""
-        body = fn.body.body if isinstance(fn.body, cst.IndentedBlock) else ()
-        if len(body) > 8:
+        if len(fn.body) > 8:
             return {}  # wrappers are tiny; walking every call of every function costs more than parsing
         scope = Scope(name, fn, (), None, fn)
         kind = None
-        for node in _walk_calls(fn.body):
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Call):
+                continue
             qn = qualname(node.func, self.imports)
             if qn not in AUTOCAST:
                 continue
             if self._guard_for(node, fn, scope) is not None:
                 kind = "disabled"
             else:
-                for arg in node.args:
-                    if arg.keyword and arg.keyword.value == "enabled" and isinstance(arg.value, cst.Name) \
-                            and arg.value.value not in ("True", "False"):
+                for kw in node.keywords:
+                    if kw.arg == "enabled" and isinstance(kw.value, ast.Name):
                         kind = kind or "passthrough"
         return {name: kind} if kind else {}
 
     # ------------------------------------------------------------ expressions
-    def _eval(self, node: cst.BaseExpression, frame: Frame) -> Val:
-        self.model.statement_of[id(node)] = self._current
-        if isinstance(node, cst.Name):
-            if node.value in frame.env:
-                return frame.env[node.value]
-            if node.value in ("True", "False", "None"):
-                return Val(frozenset({Role.SCALAR}), literal=node.value)
-            return self._named(node.value)
-        if isinstance(node, (cst.Integer, cst.Float)):
-            return Val(frozenset({Role.SCALAR}), literal=node.evaluated_value)
-        if isinstance(node, cst.Attribute):
+    def _eval(self, node: ast.expr, frame: Frame) -> Val:
+        if self._current is not None:
+            self.model.statement_of[id(node)] = self._current
+        if isinstance(node, ast.Name):
+            if node.id in frame.env:
+                return frame.env[node.id]
+            return self._named(node.id)
+        if isinstance(node, ast.Constant):
+            value = node.value
+            if value is None or isinstance(value, bool):
+                return Val(frozenset({Role.SCALAR}), literal=str(value))
+            if isinstance(value, (int, float)):
+                return Val(frozenset({Role.SCALAR}), literal=value)
+            return UNKNOWN
+        if isinstance(node, ast.Attribute):
             return self._attribute(node, frame)
-        if isinstance(node, cst.Call):
+        if isinstance(node, ast.Call):
             return self._call(node, frame)
-        if isinstance(node, cst.BinaryOperation):
+        if isinstance(node, ast.BinOp):
             left = self._eval(node.left, frame)
             right = self._eval(node.right, frame)
-            return self._binary(node, left, right, frame)
-        if isinstance(node, cst.UnaryOperation):
-            inner = self._eval(node.expression, frame)
+            return self._binary_vals(node, left, right, node.op, frame)
+        if isinstance(node, ast.UnaryOp):
+            inner = self._eval(node.operand, frame)
             return inner.evolve(literal=None)
-        if isinstance(node, cst.Subscript):
+        if isinstance(node, ast.Subscript):
             base = self._eval(node.value, frame)
-            for el in node.slice:
-                if isinstance(el.slice, cst.Index):
-                    self._eval(el.slice.value, frame)
-            return self._subscript(node, base)
-        if isinstance(node, (cst.Tuple, cst.List)):
-            vals = [self._eval(el.value, frame) for el in node.elements]
+            elements = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            for el in elements:
+                if not isinstance(el, ast.Slice):
+                    self._eval(el, frame)
+            return self._subscript(elements, base)
+        if isinstance(node, (ast.Tuple, ast.List)):
+            vals = [self._eval(el, frame) for el in node.elts]
             self._tuple_items[id(node)] = tuple(vals)  # read back by _items_of: evaluate once
             out = UNKNOWN
             for v in vals:
                 out = v if out is UNKNOWN else join(out, v)
             return out.evolve(param=None)
-        if isinstance(node, cst.IfExp):
+        if isinstance(node, ast.IfExp):
             self._eval(node.test, frame)
             return join(self._eval(node.body, frame), self._eval(node.orelse, frame))
-        if isinstance(node, (cst.Comparison, cst.BooleanOperation)):
-            for child in node.children:
-                if isinstance(child, cst.BaseExpression):
-                    self._eval(child, frame)
+        if isinstance(node, ast.Compare):
+            self._eval(node.left, frame)
+            for child in node.comparators:
+                self._eval(child, frame)
             return Val(frozenset({Role.SCALAR}))
-        if isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.DictComp, cst.SetComp, cst.Dict, cst.Lambda)):
-            return UNKNOWN
+        if isinstance(node, ast.BoolOp):
+            for child in node.values:
+                self._eval(child, frame)
+            return Val(frozenset({Role.SCALAR}))
+        if isinstance(node, ast.Starred):
+            return self._eval(node.value, frame)
         return UNKNOWN
 
-    def _attribute(self, node: cst.Attribute, frame: Frame) -> Val:
-        attr = node.attr.value
-        if isinstance(node.value, cst.Name) and node.value.value == "self":
+    def _attribute(self, node: ast.Attribute, frame: Frame) -> Val:
+        attr = node.attr
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
             return self._state_read(attr, node, frame)
         qn = qualname(node, self.imports)
         if qn is not None and (qn.startswith("torch.") or qn.startswith("numpy.")):
@@ -673,11 +656,11 @@ class Interpreter:
             return base
         if attr in ("shape", "ndim", "is_cuda"):
             return Val(frozenset({Role.SCALAR}))
-        if isinstance(node.value, cst.Name) and node.value.value in ("config", "args", "cfg", "params"):
+        if isinstance(node.value, ast.Name) and node.value.id in ("config", "args", "cfg", "params"):
             return Val(frozenset({Role.SCALAR}))
         return self._named(attr) if base is UNKNOWN else UNKNOWN
 
-    def _state_read(self, attr: str, node: cst.CSTNode, frame: Frame) -> Val:
+    def _state_read(self, attr: str, node: ast.AST, frame: Frame) -> Val:
         if frame.cls is None:
             return self._named(attr)
         entry = self._find_state(frame.cls, attr)
@@ -697,14 +680,13 @@ class Interpreter:
             return stored
         return stored.evolve(read=read, alt_reads=())
 
-    def _subscript(self, node: cst.Subscript, base: Val) -> Val:
-        elems = node.slice
+    @staticmethod
+    def _subscript(elements: list[ast.expr], base: Val) -> Val:
         kinds = []
-        for el in elems:
-            s = el.slice
-            if isinstance(s, cst.Index) and isinstance(s.value, cst.Name) and s.value.value == "None":
+        for el in elements:
+            if isinstance(el, ast.Constant) and el.value is None:
                 kinds.append("new")
-            elif isinstance(s, cst.Slice) or (isinstance(s, cst.Index) and isinstance(s.value, cst.Ellipsis)):
+            elif isinstance(el, ast.Slice) or (isinstance(el, ast.Constant) and el.value is Ellipsis):
                 kinds.append("keep")
             else:
                 kinds.append("index")
@@ -714,20 +696,19 @@ class Interpreter:
         return base.evolve(literal=None)
 
     # ------------------------------------------------------------------ calls
-    def _callee_summary(self, node: cst.Call, frame: Frame) -> Summary | None:
+    def _callee_summary(self, node: ast.Call, frame: Frame) -> Summary | None:
         func = node.func
-        if isinstance(func, cst.Name) and func.value in self.model.functions and func.value not in frame.env:
-            return self._function_summary(func.value)
-        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self" \
-                and frame.cls is not None and self._find_method(frame.cls, func.attr.value):
-            return self._method_summary(frame.cls, func.attr.value)
+        if isinstance(func, ast.Name) and func.id in self.model.functions and func.id not in frame.env:
+            return self._function_summary(func.id)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
+                and frame.cls is not None and self._find_method(frame.cls, func.attr):
+            return self._method_summary(frame.cls, func.attr)
         return None
 
-    def _call(self, node: cst.Call, frame: Frame) -> Val:
+    def _call(self, node: ast.Call, frame: Frame) -> Val:
         func = node.func
-        args = [a for a in node.args if not a.star]
-        pos = [a.value for a in args if a.keyword is None]
-        kw = {a.keyword.value: a.value for a in args if a.keyword is not None}
+        pos = [a for a in node.args if not isinstance(a, ast.Starred)]
+        kw = {k.arg: k.value for k in node.keywords if k.arg is not None}
 
         summary = self._callee_summary(node, frame)
         if summary is not None:
@@ -737,15 +718,15 @@ class Interpreter:
             return summary.returns
 
         qn = qualname(func, self.imports)
-        if qn is None and isinstance(func, cst.Name) and func.value in ("setattr", "getattr"):
-            qn = func.value
+        if qn is None and isinstance(func, ast.Name) and func.id in ("setattr", "getattr"):
+            qn = func.id
         if qn is not None and (qn.startswith("torch") or is_numpy(qn) or qn.startswith("math.")
                                or qn in ("setattr", "getattr")):
             return self._library_call(node, qn, pos, kw, frame)
-        if isinstance(func, cst.Attribute):
+        if isinstance(func, ast.Attribute):
             receiver_node = func.value
-            method = func.attr.value
-            if isinstance(receiver_node, cst.Name) and receiver_node.value == "self" and method == "register_buffer":
+            method = func.attr
+            if isinstance(receiver_node, ast.Name) and receiver_node.id == "self" and method == "register_buffer":
                 return self._register_buffer(node, pos, kw, frame)
             receiver = self._eval(receiver_node, frame)
             return self._method(node, method, receiver, pos, kw, frame)
@@ -753,11 +734,11 @@ class Interpreter:
             self._eval(a, frame)
         for v in kw.values():
             self._eval(v, frame)
-        if isinstance(func, cst.Name) and func.value in ("float", "int", "len", "max", "min", "round"):
+        if isinstance(func, ast.Name) and func.id in ("float", "int", "len", "max", "min", "round"):
             return Val(frozenset({Role.SCALAR}))
         return UNKNOWN
 
-    def _check_helper_trig(self, node: cst.Call, summary: Summary, vals: list[Val], kvals: dict[str, Val],
+    def _check_helper_trig(self, node: ast.Call, summary: Summary, vals: list[Val], kvals: dict[str, Val],
                            frame: Frame) -> None:
         if not summary.trig_params and not summary.position_params:
             return
@@ -776,7 +757,7 @@ class Interpreter:
                 if val.has(Role.PHASE):
                     self.model.helper_trigs.append(TrigInHelper(node, val, callee, frame.scope))
 
-    def _register_buffer(self, node: cst.Call, pos: list, kw: dict, frame: Frame) -> Val:
+    def _register_buffer(self, node: ast.Call, pos: list, kw: dict, frame: Frame) -> Val:
         name_node = pos[0] if pos else kw.get("name")
         value_node = pos[1] if len(pos) > 1 else kw.get("tensor")
         persistent_node = pos[2] if len(pos) > 2 else kw.get("persistent")
@@ -793,16 +774,17 @@ class Interpreter:
         self._registered(node, ref, value, frame)
         return UNKNOWN
 
-    def _library_call(self, node: cst.Call, qn: str, pos: list, kw: dict, frame: Frame) -> Val:
+    def _library_call(self, node: ast.Call, qn: str, pos: list, kw: dict, frame: Frame) -> Val:
         tail = qn.rsplit(".", 1)[-1]
         numpy = is_numpy(qn)
-        if qn in ("setattr",) and len(pos) >= 3 and isinstance(pos[0], cst.Name) and pos[0].value == "self":
+        if qn in ("setattr",) and len(pos) >= 3 and isinstance(pos[0], ast.Name) and pos[0].id == "self":
             value_node = pos[2]
-            inner = self._eval(value_node.args[0].value, frame) if isinstance(value_node, cst.Call) and value_node.args else self._eval(value_node, frame)
+            inner = self._eval(value_node.args[0], frame) if isinstance(value_node, ast.Call) and value_node.args \
+                else self._eval(value_node, frame)
             name = string_value(pos[1])
             if name is not None and frame.cls is not None:
                 frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
-            if name is not None and frame.cls is not None and isinstance(value_node, cst.Call):
+            if name is not None and frame.cls is not None and isinstance(value_node, ast.Call):
                 held = inner if inner.roles else inner.evolve(roles=self._named(name).roles)
                 holder = self._holder_call(value_node, held)
                 if holder is not None:
@@ -811,7 +793,7 @@ class Interpreter:
                     frame.cls.state[name] = StateEntry(ref, val)
                     self._registered(node, ref, val, frame)
             return UNKNOWN
-        if qn == "getattr" and pos and isinstance(pos[0], cst.Name) and pos[0].value == "self" and len(pos) >= 2:
+        if qn == "getattr" and pos and isinstance(pos[0], ast.Name) and pos[0].id == "self" and len(pos) >= 2:
             name = string_value(pos[1])
             if name is None:
                 return UNKNOWN
@@ -832,8 +814,8 @@ class Interpreter:
             spec = string_value(pos[0])
             operands = vals[1:]
             opnodes = pos[1:]
-            if len(operands) == 1 and isinstance(opnodes[0], (cst.Tuple, cst.List)):
-                opnodes = [el.value for el in opnodes[0].elements]
+            if len(operands) == 1 and isinstance(opnodes[0], (ast.Tuple, ast.List)):
+                opnodes = list(opnodes[0].elts)
                 operands = [self._eval(o, frame) for o in opnodes]
             if spec is not None and len(operands) == 2:
                 form = "einsum-sum" if _einsum_sums(spec) else "einsum"
@@ -844,7 +826,7 @@ class Interpreter:
                     return result
             out = UNKNOWN
             for v in operands:
-                out = v if out is UNKNOWN else self._arith(out, v, cst.Multiply(), node, frame)
+                out = v if out is UNKNOWN else self._arith(out, v, ast.Mult(), node, frame)
             return out
         if tail in MATMUL_FUNCS and not numpy:
             operands = vals[-2:] if tail in ("addmm", "baddbmm", "addbmm") else vals[:2]
@@ -856,7 +838,7 @@ class Interpreter:
             return UNKNOWN
         if tail in ("mul", "multiply") and len(vals) >= 2 and not numpy:
             result = self._product_or_arith(node, "elementwise", vals[0], vals[1], frame, pos[:2])
-            return result or self._arith(vals[0], vals[1], cst.Multiply(), node, frame)
+            return result or self._arith(vals[0], vals[1], ast.Mult(), node, frame)
         if tail in ("cos", "sin") and vals:
             return self._trig(node, vals[0], frame, numpy)
         if tail == "polar" and len(vals) >= 2:
@@ -901,7 +883,7 @@ class Interpreter:
             return vals[0].evolve(last_is_one=False, second_last_is_one=False)
         return UNKNOWN
 
-    def _state_read_template(self, template: str, node: cst.CSTNode, frame: Frame) -> Val:
+    def _state_read_template(self, template: str, node: ast.AST, frame: Frame) -> Val:
         if frame.cls is None:
             return UNKNOWN
         for cls in self._mro(frame.cls):
@@ -910,8 +892,8 @@ class Interpreter:
                     return self._state_read(key, node, frame)
         return UNKNOWN
 
-    def _arange(self, node: cst.Call, numpy: bool, tail: str, pos: list, vals: list[Val], kvals: dict[str, Val]) -> Val:
-        texts = [self.module.code_for_node(a) for a in pos]
+    def _arange(self, node: ast.Call, numpy: bool, tail: str, pos: list, vals: list[Val], kvals: dict[str, Val]) -> Val:
+        texts = [self.spans.text(a) for a in pos]
         step2 = len(texts) >= 3 and texts[2].strip() in ("2", "2.0", "2.")
         stop = texts[1] if len(texts) >= 2 else (texts[0] if texts else "")
         role = Role.ARANGE
@@ -925,13 +907,14 @@ class Interpreter:
             site = node if dtype.can_be_16bit else (node if dtype is Dt.INT else None)
             return Val(frozenset({role}), dtype, site=site, literal=None)
         if tail == "linspace" or any(isinstance(v.literal, float) for v in vals) or any(
-                isinstance(a, cst.Float) for a in pos):
+                isinstance(number(a), float) for a in pos):
             return Val(frozenset({role}), Dt.RUNTIME, site=node)
         return Val(frozenset({role}), Dt.INT, site=node)
 
-    def _method(self, node: cst.Call, method: str, receiver: Val, pos: list, kw: dict, frame: Frame) -> Val:
+    def _method(self, node: ast.Call, method: str, receiver: Val, pos: list, kw: dict, frame: Frame) -> Val:
         vals = [self._eval(a, frame) for a in pos]
         kvals = {k: self._eval(v, frame) for k, v in kw.items()}
+        receiver_node = node.func.value  # type: ignore[attr-defined]
         if method in ("float", "double"):
             return receiver.evolve(dtype=Dt.FULL, site=None, earlier_sites=())
         if method in ("half", "bfloat16"):
@@ -966,26 +949,26 @@ class Interpreter:
         if method in ("cos", "sin"):
             return self._trig(node, receiver, frame, False)
         if method in ("outer", "ger") and vals:
-            return self._product_or_arith(node, "outer", receiver, vals[0], frame, [node.func.value, pos[0]]) or UNKNOWN  # type: ignore[attr-defined]
+            return self._product_or_arith(node, "outer", receiver, vals[0], frame, [receiver_node, pos[0]]) or UNKNOWN
         if method in ("mul", "multiply") and vals:
-            res = self._product_or_arith(node, "elementwise", receiver, vals[0], frame, [node.func.value, pos[0]])  # type: ignore[attr-defined]
-            return res or self._arith(receiver, vals[0], cst.Multiply(), node, frame)
+            res = self._product_or_arith(node, "elementwise", receiver, vals[0], frame, [receiver_node, pos[0]])
+            return res or self._arith(receiver, vals[0], ast.Mult(), node, frame)
         if method in ("matmul", "mm", "bmm") and vals:
-            res = self._product_or_arith(node, "matmul", receiver, vals[0], frame, [node.func.value, pos[0]])  # type: ignore[attr-defined]
+            res = self._product_or_arith(node, "matmul", receiver, vals[0], frame, [receiver_node, pos[0]])
             return res or UNKNOWN
         if method in ("exp",):
-            return self._exp(node, receiver, frame, node.func.value)  # type: ignore[attr-defined]
+            return self._exp(node, receiver, frame, receiver_node)
         if method == "pow" and vals:
-            return self._arith(receiver, vals[0], cst.Power(), node, frame)
+            return self._arith(receiver, vals[0], ast.Pow(), node, frame)
         if method in ("reciprocal",):
             return receiver
         if method in ("div", "true_divide", "divide") and vals:
-            return self._binary_vals(node, receiver, vals[0], cst.Divide(), frame)
+            return self._binary_vals(node, receiver, vals[0], ast.Div(), frame)
         if method in ("unsqueeze",) and pos:
-            text = self.module.code_for_node(pos[0]).strip()
+            text = self.spans.text(pos[0]).strip()
             return receiver.evolve(last_is_one=text == "-1", second_last_is_one=text == "-2", literal=None)
         if method in ("expand", "view", "reshape", "repeat") and pos:
-            texts = [self.module.code_for_node(a).strip() for a in pos]
+            texts = [self.spans.text(a).strip() for a in pos]
             return receiver.evolve(last_is_one=texts[-1] == "1",
                                    second_last_is_one=len(texts) >= 2 and texts[-2] == "1", literal=None)
         if method in SHAPE_METHODS:
@@ -995,11 +978,10 @@ class Interpreter:
             return receiver.evolve(last_is_one=False, second_last_is_one=False, literal=None)
         if method in ("item", "tolist", "numel", "size", "dim"):
             return Val(frozenset({Role.SCALAR}))
-        if method in ("sum", "mean", "norm", "softmax", "masked_fill", "new_ones", "new_zeros"):
-            return UNKNOWN
         return UNKNOWN
 
-    def _cast_result(self, node: cst.Call, receiver: Val, target: Val) -> Val:
+    @staticmethod
+    def _cast_result(node: ast.Call, receiver: Val, target: Val) -> Val:
         dt = target.dtype
         if dt is Dt.UNKNOWN:
             return receiver.evolve(dtype=Dt.UNKNOWN, site=None, earlier_sites=())
@@ -1008,13 +990,13 @@ class Interpreter:
         earlier = receiver.sites if receiver.dtype.can_be_16bit and dt.can_be_16bit else ()
         return receiver.evolve(dtype=dt, site=node, earlier_sites=earlier)
 
-    def _cast(self, node: cst.Call, method: str, receiver: Val, target: Val,
-              target_node: cst.BaseExpression | None, frame: Frame) -> None:
+    def _cast(self, node: ast.Call, method: str, receiver: Val, target: Val,
+              target_node: ast.expr | None, frame: Frame) -> None:
         if receiver.roles & {Role.PHASE, Role.TABLE, Role.POSITIONS, Role.ARANGE, Role.INV_FREQ, Role.COMPLEX} \
                 or receiver.param is not None:
             self.model.casts.append(Cast(node, method, receiver, target, target_node, frame.scope))
 
-    def _trig(self, node: cst.Call, arg: Val, frame: Frame, numpy: bool) -> Val:
+    def _trig(self, node: ast.Call, arg: Val, frame: Frame, numpy: bool) -> Val:
         if arg.has(Role.PHASE) and not numpy:
             guard = frame.guards[-1] if frame.guards else None
             self.model.trigs.append(Trig(node, arg, frame.scope, guard))
@@ -1026,29 +1008,23 @@ class Interpreter:
         return arg.evolve(roles=roles, param=None, product=None)
 
     # ------------------------------------------------------------- arithmetic
-    def _binary(self, node: cst.BinaryOperation, left: Val, right: Val, frame: Frame) -> Val:
-        return self._binary_vals(node, left, right, node.operator, frame)
-
-    def _binary_vals(self, node: cst.CSTNode, left: Val, right: Val, op: cst.CSTNode, frame: Frame) -> Val:
-        if isinstance(op, cst.MatrixMultiply):
-            return self._product_or_arith(node, "matmul", left, right, frame,
-                                          [node.left, node.right] if isinstance(node, cst.BinaryOperation) else []) \
-                or UNKNOWN
-        if isinstance(op, cst.Multiply):
-            res = self._product_or_arith(node, "elementwise", left, right, frame,
-                                         [node.left, node.right] if isinstance(node, cst.BinaryOperation) else [])
+    def _binary_vals(self, node: ast.AST, left: Val, right: Val, op: ast.operator, frame: Frame) -> Val:
+        operands = [node.left, node.right] if isinstance(node, ast.BinOp) else []
+        if isinstance(op, ast.MatMult):
+            return self._product_or_arith(node, "matmul", left, right, frame, operands) or UNKNOWN
+        if isinstance(op, ast.Mult):
+            res = self._product_or_arith(node, "elementwise", left, right, frame, operands)
             if res is not None:
                 return res
-        if isinstance(op, cst.Divide) and _is_positions(left) and right.has(Role.INV_FREQ) and not right.has(Role.PHASE):
-            res = self._product_or_arith(node, "elementwise", left, right, frame,
-                                         [node.left, node.right] if isinstance(node, cst.BinaryOperation) else [])
+        if isinstance(op, ast.Div) and _is_positions(left) and right.has(Role.INV_FREQ) and not right.has(Role.PHASE):
+            res = self._product_or_arith(node, "elementwise", left, right, frame, operands)
             if res is not None:
                 return res
-        if isinstance(op, cst.Power):
+        if isinstance(op, ast.Pow):
             return self._power(node, left, right, frame)
         return self._arith(left, right, op, node, frame)
 
-    def _power(self, node: cst.CSTNode, base: Val, exponent: Val, frame: Frame) -> Val:
+    def _power(self, node: ast.AST, base: Val, exponent: Val, frame: Frame) -> Val:
         if exponent.has(Role.ARANGE) and exponent.scaled and not base.has(Role.ARANGE):
             dt, site = exponent.dtype, exponent.site
             if dt is Dt.INT:
@@ -1056,11 +1032,11 @@ class Interpreter:
             val = Val(frozenset({Role.INV_FREQ}), dt, site=site if dt.can_be_16bit else None, read=exponent.read)
             self.model.inv_freqs.append(InvFreqBuilt(node, val, frame.scope))
             return val
-        return self._arith(base, exponent, cst.Power(), node, frame)
+        return self._arith(base, exponent, ast.Pow(), node, frame)
 
-    def _exp(self, node: cst.CSTNode, arg: Val, frame: Frame, arg_node: cst.CSTNode | None = None) -> Val:
+    def _exp(self, node: ast.AST, arg: Val, frame: Frame, arg_node: ast.AST | None = None) -> Val:
         # ``exp(-log(base) * arange / half)``: without the log it is a decay or a slope, not a frequency.
-        has_log = arg_node is not None and _LOG_OF_BASE.search(self.module.code_for_node(arg_node)) is not None
+        has_log = arg_node is not None and _LOG_OF_BASE.search(self.spans.text(arg_node)) is not None
         if arg.has(Role.ARANGE) and arg.scaled and has_log:
             dt = Dt.RUNTIME if arg.dtype is Dt.INT else arg.dtype
             val = Val(frozenset({Role.INV_FREQ}), dt, site=arg.site if dt.can_be_16bit else None)
@@ -1068,7 +1044,7 @@ class Interpreter:
             return val
         return arg.evolve(literal=None)
 
-    def _arith(self, left: Val, right: Val, op: cst.CSTNode, node: cst.CSTNode, frame: Frame) -> Val:
+    def _arith(self, left: Val, right: Val, op: ast.operator, node: ast.AST, frame: Frame) -> Val:
         if left is UNKNOWN and right is UNKNOWN:
             return UNKNOWN
         if left.has(Role.SCALAR) and right.has(Role.SCALAR):
@@ -1081,16 +1057,16 @@ class Interpreter:
         elif Role.TABLE in roles:
             roles = frozenset({Role.TABLE})
         dtype, site = _promote(left, right)
-        true_div = isinstance(op, cst.Divide)
+        true_div = isinstance(op, ast.Div)
         float_scalar = any(isinstance(v.literal, float) or (v.has(Role.SCALAR) and v.literal is None)
                            for v in (left, right) if v.has(Role.SCALAR))
-        if dtype is Dt.INT and (true_div or float_scalar or isinstance(op, cst.Power)):
+        if dtype is Dt.INT and (true_div or float_scalar or isinstance(op, ast.Pow)):
             # An integer tensor divided, or scaled by a Python float, takes the default dtype.
             dtype = Dt.RUNTIME
         scaled = left.scaled or right.scaled
         arange = left if left.has(Role.ARANGE) else right if right.has(Role.ARANGE) else None
         other = right if arange is left else left
-        if arange is not None and isinstance(op, (cst.Divide, cst.Multiply, cst.FloorDivide)) \
+        if arange is not None and isinstance(op, (ast.Div, ast.Mult, ast.FloorDiv)) \
                 and not other.has(Role.ARANGE):
             scaled = True
         tensor_reads = tuple(dict.fromkeys(v_read for v in (left, right) if not v.has(Role.SCALAR) for v_read in v.reads))
@@ -1102,7 +1078,7 @@ class Interpreter:
                    second_last_is_one=left.second_last_is_one or right.second_last_is_one,
                    param=left.param or right.param if not roles else None)
 
-    def _product_or_arith(self, node: cst.CSTNode, form: str, a: Val, b: Val, frame: Frame,
+    def _product_or_arith(self, node: ast.AST, form: str, a: Val, b: Val, frame: Frame,
                           operand_nodes: list) -> Val | None:
         """A product of positions and inverse frequencies forms the phase; anything else is None."""
         freq, positions = None, None
@@ -1168,14 +1144,5 @@ def _einsum_is_matmul(spec: str) -> bool:
             and j not in out and len(set(a + b)) == len(a) + 1)
 
 
-def _walk_calls(node: cst.CSTNode):  # type: ignore[no-untyped-def]
-    stack = [node]
-    while stack:
-        cur = stack.pop()
-        if isinstance(cur, cst.Call):
-            yield cur
-        stack.extend(cur.children)
-
-
-def analyse(module: cst.Module, imports: ImportTable) -> FileModel:
-    return Interpreter(module, imports).run()
+def analyse(module: ast.Module, imports: ImportTable, spans: Spans) -> FileModel:
+    return Interpreter(module, imports, spans).run()

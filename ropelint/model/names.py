@@ -6,7 +6,7 @@ the value of ``torch.arange(...)``, never a name ``torch.arange.float``.
 
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from ..imports import ImportTable
 
@@ -26,19 +26,19 @@ AUTOCAST = {
 CUSTOM_FWD = {"torch.cuda.amp.custom_fwd", "torch.amp.custom_fwd"}
 
 
-def dotted(node: cst.BaseExpression) -> list[str] | None:
+def dotted(node: ast.AST) -> list[str] | None:
     """``a.b.c`` as ["a", "b", "c"]; None when the chain holds anything but names."""
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
-        parts.append(node.attr.value)
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
         node = node.value
-    if isinstance(node, cst.Name):
-        parts.append(node.value)
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
         return parts[::-1]
     return None
 
 
-def qualname(node: cst.BaseExpression, imports: ImportTable) -> str | None:
+def qualname(node: ast.AST, imports: ImportTable) -> str | None:
     parts = dotted(node)
     if not parts:
         return None
@@ -48,28 +48,30 @@ def qualname(node: cst.BaseExpression, imports: ImportTable) -> str | None:
     return ".".join([root, *parts[1:]])
 
 
-
-
 def is_numpy(name: str | None) -> bool:
     return bool(name) and (name.startswith("numpy.") or name == "numpy")  # type: ignore[union-attr]
 
 
-def string_value(node: cst.BaseExpression) -> str | None:
+def string_value(node: ast.AST) -> str | None:
     """A literal string, or an f-string with its holes as ``{}``."""
-    if isinstance(node, cst.SimpleString):
-        return node.evaluated_value if isinstance(node.evaluated_value, str) else None
-    if isinstance(node, cst.FormattedString):
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.JoinedStr):
         out = []
-        for part in node.parts:
-            out.append(part.value if isinstance(part, cst.FormattedStringText) else "{}")
+        for part in node.values:
+            out.append(part.value if isinstance(part, ast.Constant) and isinstance(part.value, str) else "{}")
         return "".join(out)
-    if isinstance(node, cst.ConcatenatedString):
-        left, right = string_value(node.left), string_value(node.right)
-        return left + right if left is not None and right is not None else None
     return None
 
 
-def bool_literal(node: cst.BaseExpression) -> bool | None:
-    if isinstance(node, cst.Name) and node.value in ("True", "False"):
-        return node.value == "True"
+def bool_literal(node: ast.AST) -> bool | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        return node.value
+    return None
+
+
+def number(node: ast.AST) -> int | float | None:
+    """An int or float literal (not a bool)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return node.value
     return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, replace
 
-import libcst as cst
+import ast
 
 
 class Dt(enum.Enum):
@@ -50,7 +50,7 @@ class StateRef:
 
     name: str  # attribute name; f-string names keep their static text with ``{}`` holes
     kind: StateKind
-    node: cst.CSTNode  # the registering statement's call or assignment
+    node: ast.AST  # the registering statement's call or assignment
     persistent: bool = True
     frozen: bool = False  # a Parameter built with requires_grad=False: it cannot be learned
 
@@ -69,7 +69,7 @@ class StateRead:
     """Where a method read module state: the node a fix rewrites and a finding points at."""
 
     ref: StateRef
-    node: cst.CSTNode
+    node: ast.AST
 
 
 @dataclass(frozen=True)
@@ -77,13 +77,13 @@ class Val:
     roles: frozenset[Role] = frozenset()
     dtype: Dt = Dt.UNKNOWN
     # The node that left ``dtype`` open or low (an arange without float dtype, a cast), if any.
-    site: cst.CSTNode | None = None
+    site: ast.AST | None = None
     # Module state this value was read from, through any chain of dtype/shape operations.
     read: StateRead | None = None
     # Other reads merged in from branches (``a = self.x if c else self.y``).
     alt_reads: tuple[StateRead, ...] = ()
     # Earlier nodes that also made this value 16-bit-able (a cast of an already cast value).
-    earlier_sites: tuple[cst.CSTNode, ...] = ()
+    earlier_sites: tuple[ast.AST, ...] = ()
     # Arange-derived and divided or scaled: the exponent of an inverse-frequency construction.
     scaled: bool = False
     # Shape facts for the matmul -> broadcast rewrite: [..., n, 1] and [..., 1, m].
@@ -92,7 +92,7 @@ class Val:
     # For function summaries: the parameter this value is (or is derived from by shape ops).
     param: str | None = None
     # Set on a phase: the product that formed it.
-    product: cst.CSTNode | None = None
+    product: ast.AST | None = None
     literal: object = None
 
     @property
@@ -100,7 +100,7 @@ class Val:
         return ((self.read,) if self.read is not None else ()) + self.alt_reads
 
     @property
-    def sites(self) -> tuple[cst.CSTNode, ...]:
+    def sites(self) -> tuple[ast.AST, ...]:
         return ((self.site,) if self.site is not None else ()) + self.earlier_sites
 
     def has(self, role: Role) -> bool:
@@ -113,7 +113,7 @@ class Val:
 UNKNOWN = Val()
 
 
-def dtype_val(dt: Dt, site: cst.CSTNode | None = None, read: StateRead | None = None) -> Val:
+def dtype_val(dt: Dt, site: ast.AST | None = None, read: StateRead | None = None) -> Val:
     return Val(roles=frozenset({Role.DTYPE}), dtype=dt, site=site, read=read)
 
 

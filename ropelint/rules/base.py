@@ -9,27 +9,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
-import libcst as cst
+import ast
 
 from ..catalogue import INFO, FixAvailability
 from ..diagnostics import AddImport, Finding, FixPlan, NodeEdit
 from ..imports import ImportTable
 from ..model.events import Scope
 from ..model.interpreter import FileModel
-
+from ..spans import Spans
 
 
 @dataclass
 class RuleContext:
-    module: cst.Module
     model: FileModel
     imports: ImportTable
-    line_of: Callable[[cst.CSTNode], int]
-    start_of: Callable[[cst.CSTNode], tuple[int, int]]
+    spans: Spans
+    line_of: Callable[[ast.AST], int]  # the line in the file, for messages
     findings: list[Finding] = field(default_factory=list)
     _seen: set[tuple[str, int]] = field(default_factory=set)
 
-    def report(self, code: str, node: cst.CSTNode, message: str, scope: Scope | None,
+    def report(self, code: str, node: ast.AST, message: str, scope: Scope | None,
                fix: FixPlan | None = None) -> None:
         key = (code, id(node))
         if key in self._seen:
@@ -37,8 +36,8 @@ class RuleContext:
         self._seen.add(key)
         self.findings.append(Finding(code, node, message, scope.symbol if scope else "", fix))
 
-    def code(self, node: cst.CSTNode) -> str:
-        return self.module.code_for_node(node)
+    def code(self, node: ast.AST) -> str:
+        return self.spans.text(node)
 
     def torch_name(self) -> tuple[str, tuple[NodeEdit, ...]]:
         """The local name of the torch module, and the import edit a fix needs when there is none."""
@@ -65,11 +64,11 @@ class Rule:
         raise NotImplementedError
 
 
-def is_atom(node: cst.BaseExpression) -> bool:
+def is_atom(node: ast.AST) -> bool:
     """Safe to append ``.attr`` without parentheses."""
-    return isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or bool(getattr(node, "lpar", ()))
+    return isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
 
 
-def as_float32(ctx: RuleContext, node: cst.BaseExpression) -> str:
+def as_float32(ctx: RuleContext, node: ast.AST) -> str:
     text = ctx.code(node)
     return f"{text}.float()" if is_atom(node) else f"({text}).float()"

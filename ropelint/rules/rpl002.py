@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, Replace
 from ..model.events import Product, Registration
@@ -54,7 +54,7 @@ class InvFreqInModuleState(Rule):
         if len(registrations) != 1 or registrations[0].ref is not ref:
             return None, f"`{ref.name}` is registered more than once in this class hierarchy", True
         reg = registrations[0]
-        if reg.scope.symbol.rsplit(".", 1)[-1] != "__init__" or not isinstance(reg.scope.node, cst.FunctionDef):
+        if reg.scope.symbol.rsplit(".", 1)[-1] != "__init__" or not isinstance(reg.scope.node, ast.FunctionDef):
             return None, f"`{ref.name}` is (re)built outside `__init__`", True
         if self._assigned_elsewhere(ctx, ref.name, reg, family):
             return None, f"`self.{ref.name}` is reassigned after construction (e.g. dynamic scaling)", True
@@ -62,9 +62,9 @@ class InvFreqInModuleState(Rule):
         if value is None:
             return None, "the registered value is not a single expression", False
         index = None
-        if isinstance(value, cst.Name):
-            assigned = assigned_value(reg.scope.node, value.value, reg.node)
-            if assigned is None:
+        if isinstance(value, ast.Name):
+            assigned = assigned_value(reg.scope.node, value.id, reg.node)
+            if assigned is None or assigned[0] is None:
                 return None, "the frequencies are assigned more than once before registration", False
             value, index = assigned
         device = self._device(product)
@@ -99,7 +99,7 @@ class InvFreqInModuleState(Rule):
         ), "", False
 
     @staticmethod
-    def _call_again(ctx: RuleContext, value: cst.BaseExpression, index: int | None, init: cst.FunctionDef,
+    def _call_again(ctx: RuleContext, value: ast.expr, index: int | None, init: ast.FunctionDef,
                     device: str, args_attr: str) -> tuple[str, list[str]] | None:
         """``self.rope_init_fn(self.config, device)`` or ``band_inv_freq(dim, theta)`` called again in forward.
 
@@ -107,10 +107,10 @@ class InvFreqInModuleState(Rule):
         ``__init__``) is captured right after the registration into ``self.<args_attr>``. The device
         argument becomes the positions' device; a call without one is moved there with ``.to``.
         """
-        if not isinstance(value, cst.Call):
+        if not isinstance(value, ast.Call):
             return None
         func = value.func
-        params = {p.name.value for p in (*init.params.params, *init.params.kwonly_params, *init.params.posonly_params)}
+        params = {p.arg for p in (*init.args.args, *init.args.kwonlyargs, *init.args.posonlyargs)}
         parts = dotted(func)
         if parts is None or (parts[0] != "self" and (parts[0] in params or len(parts) != 1
                                                      or parts[0] not in ctx.model.functions)):
@@ -118,21 +118,20 @@ class InvFreqInModuleState(Rule):
         args: list[str] = []
         captured: list[str] = []
         saw_device = False
-        for arg in value.args:
-            if arg.star:
+        if any(k.arg is None for k in value.keywords):
+            return None  # **kwargs
+        given = [(None, a) for a in value.args] + [(k.arg, k.value) for k in value.keywords]
+        for keyword, arg in given:
+            if isinstance(arg, ast.Starred):
                 return None
-            text = ctx.code(arg.value)
-            is_device = (isinstance(arg.value, cst.Name) and arg.value.value == "device") or \
-                (arg.keyword is not None and arg.keyword.value == "device")
+            text = ctx.code(arg)
+            is_device = (isinstance(arg, ast.Name) and arg.id == "device") or keyword == "device"
             if is_device:
                 text, saw_device = device, True
-            elif not (isinstance(arg.value, (cst.Integer, cst.Float, cst.SimpleString))
-                      or ((dotted(arg.value) or [""])[0] == "self")
-                      or (isinstance(arg.value, cst.Name) and arg.value.value in ("None", "True", "False"))):
+            elif not (isinstance(arg, ast.Constant) or (dotted(arg) or [""])[0] == "self"):
                 captured.append(text)
                 text = f"self.{args_attr}[{len(captured) - 1}]"
-            keyword = f"{arg.keyword.value}=" if arg.keyword is not None else ""
-            args.append(f"{keyword}{text}")
+            args.append(f"{keyword}={text}" if keyword is not None else text)
         call = f"{ctx.code(func)}({', '.join(args)})"
         if index is not None:
             call = f"{call}[{index}]"
@@ -141,22 +140,21 @@ class InvFreqInModuleState(Rule):
         return call, captured
 
     @staticmethod
-    def _registered_expression(reg: Registration) -> cst.BaseExpression | None:
+    def _registered_expression(reg: Registration) -> ast.expr | None:
         node = reg.node
-        if isinstance(node, cst.Call):
-            args = [a for a in node.args if a.keyword is None]
-            name = string_value(args[0].value) if args else None
+        if isinstance(node, ast.Call):
+            args = node.args
+            name = string_value(args[0]) if args else None
             if name is not None and len(args) >= 2:
-                return args[1].value
-            value = next((a.value for a in node.args if a.keyword and a.keyword.value == "tensor"), None)
-            return value
+                return args[1]
+            return next((k.value for k in node.keywords if k.arg == "tensor"), None)
         value = getattr(node, "value", None)
-        if isinstance(value, cst.Call) and value.args:  # self.x = nn.Buffer(expr, ...)
-            return value.args[0].value
+        if isinstance(value, ast.Call) and value.args:  # self.x = nn.Buffer(expr, ...)
+            return value.args[0]
         return None
 
     @staticmethod
-    def _family(ctx: RuleContext, node: cst.CSTNode) -> set[str]:
+    def _family(ctx: RuleContext, node: ast.AST) -> set[str]:
         """The class that registered ``node`` with its same-file bases and subclasses."""
         classes = ctx.model.classes
         owner = next((name for name, info in classes.items()
@@ -198,8 +196,8 @@ class InvFreqInModuleState(Rule):
         return f"self.{product.freq.read.ref.name}.device" if product.freq.read else "None"
 
 
-def match_default_or_none(ctx: RuleContext, value: cst.BaseExpression) -> tuple[str, str] | None:
-    spec = match_default(value, ctx.module, ctx.imports)
+def match_default_or_none(ctx: RuleContext, value: ast.expr) -> tuple[str, str] | None:
+    spec = match_default(value, ctx.spans, ctx.imports)
     if spec is None:
         return None
     return ctx.code(spec.dim), ctx.code(spec.base)

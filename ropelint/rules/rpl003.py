@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from ..diagnostics import FixPlan, Replace
 from ..model.events import Product
@@ -10,8 +10,8 @@ from .base import Rule, RuleContext, as_float32
 MATMUL_FORMS = ("matmul", "einsum-sum", "einsum-matmul")
 
 
-def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
-    """The phase as a broadcast product of float32 operands, with the matmul's result shape."""
+def elementwise_code(ctx: RuleContext, product: Product) -> str | None:
+    """The phase as a broadcast product of float32 operands: the text that replaces the product."""
     if product.form not in ("matmul", "einsum-matmul") or len(product.operands) != 2:
         return None
     left, right = product.operands
@@ -19,21 +19,29 @@ def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
     lcode = ctx.code(left) if lval.dtype is Dt.FULL else as_float32(ctx, left)
     rcode = ctx.code(right) if rval.dtype is Dt.FULL else as_float32(ctx, right)
     node = product.node
-    if isinstance(node, cst.BinaryOperation):
-        op = node.operator
-        new = node.with_changes(
-            left=cst.parse_expression(lcode) if lcode != ctx.code(left) else left,
-            right=cst.parse_expression(rcode) if rcode != ctx.code(right) else right,
-            operator=cst.Multiply(whitespace_before=op.whitespace_before, whitespace_after=op.whitespace_after),
-        )
-        # Positions exclude a node's own parentheses, so the replacement must too.
-        code = ctx.code(new.with_changes(lpar=(), rpar=()))
-    else:
-        code = f"({lcode} * {rcode})"
+    if not isinstance(node, ast.BinOp):
+        return f"({lcode} * {rcode})"
+    # Keep the spelling around the operands (their parentheses, spacing, comments); swap the operator.
+    spans = ctx.spans
+    whole = spans.text(node)
+    base = spans.start_offset(node)
+    left_end, right_start = spans.end_offset(left) - base, spans.start_offset(right) - base
+    gap = whole[left_end:right_start]
+    if gap.count("@") != 1:
+        return None
+    return whole[:spans.start_offset(left) - base] + lcode + gap.replace("@", "*") + rcode \
+        + whole[spans.end_offset(right) - base:]
+
+
+def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
+    code = elementwise_code(ctx, product)
+    if code is None:
+        return None
+    lval, rval = product.operand_vals
     shapes_proven = lval.last_is_one and rval.second_last_is_one
     safety = "safe" if shapes_proven else "unsafe"
     why = "" if shapes_proven else " (assumes the contracted dimension has size 1, as in an outer product)"
-    return FixPlan(safety, f"form the phase as an elementwise float32 product{why}", (Replace(node, code),))
+    return FixPlan(safety, f"form the phase as an elementwise float32 product{why}", (Replace(product.node, code),))
 
 
 class MatmulPhase(Rule):

@@ -1,24 +1,11 @@
 from __future__ import annotations
 
-import libcst as cst
+import ast
 
 from ..diagnostics import DeleteLines, FixPlan, NodeEdit, Replace
 from ..model.events import Guard, Product
 from .base import Rule, RuleContext
-from .rpl003 import elementwise_rewrite
-
-
-class _Swap(cst.CSTTransformer):
-    def __init__(self, replacements: dict[int, cst.BaseExpression]) -> None:
-        self.replacements = replacements
-
-    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def, override]
-        new = self.replacements.get(id(original_node))
-        if new is None:
-            return updated_node
-        if getattr(original_node, "lpar", ()) and not getattr(new, "lpar", ()):
-            new = new.with_changes(lpar=original_node.lpar, rpar=original_node.rpar)
-        return new
+from .rpl003 import elementwise_code, elementwise_rewrite
 
 
 class AutocastGuard(Rule):
@@ -37,7 +24,7 @@ class AutocastGuard(Rule):
             ctx.report(self.code, guard.node, message, guard.scope, self._fix(ctx, guard, products))
 
     def _fix(self, ctx: RuleContext, guard: Guard, products: list[Product]) -> FixPlan | None:
-        rewrites: dict[int, cst.BaseExpression] = {}
+        rewrites: list[tuple[ast.AST, str]] = []
         edits: list[NodeEdit] = []
         safe = True
         for product in products:
@@ -45,26 +32,20 @@ class AutocastGuard(Rule):
                 return None
             if product.form in ("matmul", "einsum-matmul"):
                 plan = elementwise_rewrite(ctx, product)
-                if plan is None:
+                code = elementwise_code(ctx, product)
+                if plan is None or code is None:
                     return None
                 safe = safe and plan.safety == "safe"
-                rewrites[id(product.node)] = cst.parse_expression(plan.edits[0].code)  # type: ignore[union-attr]
+                rewrites.append((product.node, code))
                 edits.extend(plan.edits)
         owner = guard.owner
-        if isinstance(owner, cst.With):
-            if len(owner.items) != 1 or not isinstance(owner.body, cst.IndentedBlock):
+        if isinstance(owner, (ast.With, ast.AsyncWith)):
+            text = self._unwrapped(ctx, owner, rewrites)
+            if text is None:
                 return None
-            body = owner.body.visit(_Swap(rewrites))
-            code = "".join(ctx.code(stmt) for stmt in body.body)  # type: ignore[attr-defined]
-            if '"""' in code or "'''" in code:
-                return None  # re-indenting would change a multi-line string
-            _, column = ctx.start_of(owner)
-            indent = " " * column
-            lines = code.rstrip("\n").split("\n")
-            text = "\n".join([lines[0]] + [indent + ln if ln.strip() else "" for ln in lines[1:]])
             edits = [Replace(owner, text)]
-        elif isinstance(owner, cst.FunctionDef):
-            decorator = next((d for d in owner.decorators if d.decorator is guard.node), None)
+        elif isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            decorator = next((d for d in owner.decorator_list if d is guard.node), None)
             if decorator is None:
                 return None
             edits.insert(0, DeleteLines(decorator))
@@ -73,3 +54,37 @@ class AutocastGuard(Rule):
         return FixPlan("safe" if safe else "unsafe",
                        "remove the autocast guard and form the phase as an elementwise float32 product",
                        tuple(edits))
+
+    @staticmethod
+    def _unwrapped(ctx: RuleContext, owner: ast.With | ast.AsyncWith, rewrites: list[tuple[ast.AST, str]]) -> str | None:
+        """The ``with`` statement's body, rewritten and moved out one level: the text that replaces it."""
+        spans = ctx.spans
+        first, last = owner.body[0], owner.body[-1]
+        if len(owner.items) != 1 or first.lineno == owner.lineno:
+            return None  # several managers, or a body on the header line
+        _, column = spans.start(owner)
+        body_line, body_column = spans.start(first)
+        # From the start of the body's first line: comments and blank lines inside the block move too.
+        start = spans.offset(body_line, 0)
+        end = spans.end_offset(last)
+        code = spans.code[start:end]
+        base_offset = start
+        for node, new in sorted(rewrites, key=lambda r: spans.start_offset(r[0]), reverse=True):
+            a, b = spans.start_offset(node) - base_offset, spans.end_offset(node) - base_offset
+            if not 0 <= a <= b <= len(code):
+                return None
+            code = code[:a] + new + code[b:]
+        if '"""' in code or "'''" in code:
+            return None  # re-indenting would change a multi-line string
+        depth = body_column - column
+        lines = code.split("\n")
+        out = []
+        for line in lines:
+            if not line.strip():
+                out.append("")
+            elif line[:depth].strip():
+                return None  # a line indented less than the body: a continuation we cannot move safely
+            else:
+                out.append(line[depth:])
+        out[0] = out[0].lstrip()
+        return "\n".join(out)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-import libcst as cst
+import ast
 
 from ..diagnostics import FixPlan, NodeEdit, Replace
 from ..model.events import Cast, Trig
@@ -35,7 +35,7 @@ class TrigAfterDowncast(Rule):
                 ctx.report(self.code, cast.node, message, cast.scope)
 
     def _fix(self, ctx: RuleContext, cast: Cast, trigs: list[Trig]) -> FixPlan | None:
-        if not isinstance(cast.node.func, cst.Attribute):
+        if not isinstance(cast.node.func, ast.Attribute):
             return None
         receiver = cast.node.func.value
         receiver_code = ctx.code(receiver)
@@ -46,10 +46,10 @@ class TrigAfterDowncast(Rule):
         if any(t.scope.symbol != cast.scope.symbol for t in trigs):
             return None
         edits: list[NodeEdit] = []
-        chained = all(isinstance(t.node.func, cst.Attribute) and t.node.func.value is cast.node for t in trigs)
+        chained = all(isinstance(t.node.func, ast.Attribute) and t.node.func.value is cast.node for t in trigs)
         if chained:
             for t in trigs:
-                edits.append(Replace(t.node, f"{receiver_code}.{t.node.func.attr.value}(){tail}"))  # type: ignore[attr-defined]
+                edits.append(Replace(t.node, f"{receiver_code}.{t.node.func.attr}(){tail}"))  # type: ignore[attr-defined]
             return FixPlan("safe", "take cos/sin in float32, then cast the tables", tuple(edits))
         edits.append(Replace(cast.node, receiver_code))
         for t in trigs:
