@@ -1,4 +1,5 @@
-"""Checking many files: read and prefilter in the main process, parse cache misses in parallel."""
+"""Checking many files: the main process walks and answers unchanged files from the cache; workers
+read, prefilter and check the rest."""
 
 from __future__ import annotations
 
@@ -30,17 +31,52 @@ def default_jobs() -> int:
 
 @dataclass(frozen=True)
 class Task:
+    path: Path
     display: str
-    text: str
-    newline: str
     codes: frozenset[str]
-    syntax_all: bool = False
+    syntax_all: bool
+    prefilter: bool
+    use_cache: bool
 
 
-def _run_task(task: Task) -> FileResult:
-    from .engine import check_text  # LibCST is imported only when something needs parsing
+@dataclass(frozen=True)
+class Done:
+    result: FileResult
+    # The content key the result belongs under ("" when the file needs no parse, "-" when it was
+    # also syntax-checked clean); None when nothing should be remembered.
+    key: str | None
+    source: SourceFile | None  # kept for reporters and fixes, only when there is something to show
 
-    return check_text(task.display, task.text, task.codes, newline=task.newline, syntax_all=task.syntax_all)
+
+# The cache a forked worker inherits: content lookups without sending the cache to each process.
+_CACHE: Cache | None = None
+
+
+def _run_task(task: Task) -> Done:
+    """Read, prefilter and check one file: all of it in the worker, so the main process only walks."""
+    try:
+        source = read_source(task.path)
+    except SourceError as exc:
+        return Done(FileResult(task.display, error=FileError(task.display, exc.line, exc.column, str(exc))), None, None)
+    if task.prefilter and not segments.file_may_hold_rope(source.text):
+        error = syntax_error(task.display, source.text) if task.syntax_all else None
+        marker = None if error is not None else ("-" if task.syntax_all else "")
+        return Done(FileResult(task.display, error=error), marker, None)
+    key = None
+    if task.use_cache:
+        key = content_key(source.text) + ":" + ",".join(sorted(task.codes))
+        if task.syntax_all:
+            key += ":syntax"
+        hit = _CACHE.get(key, task.display) if _CACHE is not None else None
+        if hit is not None:
+            return Done(hit, key, source if hit.diagnostics else None)
+    from .engine import check_text
+
+    result = check_text(task.display, source.text, task.codes, prefilter=task.prefilter, newline=source.newline,
+                        syntax_all=task.syntax_all, prefiltered=task.prefilter)
+    if not result.parsed:
+        key = None if result.diagnostics or result.error is not None else ("-" if task.syntax_all else "")
+    return Done(result, key, source if result.diagnostics else None)
 
 
 def _display(path: Path) -> str:
@@ -52,20 +88,21 @@ def _display(path: Path) -> str:
 
 def check_paths(files: list[Path], settings: Settings, *, jobs: int | None = None,
                 cache: Cache | None = None) -> tuple[list[FileResult], dict[str, SourceFile]]:
+    """Results in path order, and the sources of the files with findings."""
+    global _CACHE
     results: dict[int, FileResult] = {}
     sources: dict[str, SourceFile] = {}
-    pending: list[tuple[int, Task, str, tuple[str, int, int] | None]] = []
+    pending: list[tuple[int, Task, tuple[str, int, int] | None]] = []
     use_prefilter = prefilter_enabled()
     syntax_all = len(files) <= SYNTAX_CHECK_ALL_MAX_FILES
-    st = os.stat_result((0,) * 10)
     for index, path in enumerate(files):
         display = _display(path)
-        stat_key = ""
+        stat = None
         if cache is not None:
             try:
                 st = os.stat(path)
-                stat_key = os.path.abspath(path)
-                known = cache.lookup_stat(stat_key, st.st_size, st.st_mtime_ns)
+                stat = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+                known = cache.lookup_stat(*stat)
             except OSError:
                 known = None
             # "" : nothing to parse; "-": nothing to parse and syntax-checked clean.
@@ -77,51 +114,34 @@ def check_paths(files: list[Path], settings: Settings, *, jobs: int | None = Non
                 if hit is not None:
                     results[index] = hit
                     continue
-        try:
-            source = read_source(path)
-        except SourceError as exc:
-            results[index] = FileResult(display, error=FileError(display, exc.line, exc.column, str(exc)))
-            continue
-        if use_prefilter and not segments.file_may_hold_rope(source.text):
-            error = syntax_error(display, source.text) if syntax_all else None
-            results[index] = FileResult(display, error=error)
-            if cache is not None and stat_key and error is None:
-                cache.remember_stat(stat_key, st.st_size, st.st_mtime_ns, "-" if syntax_all else "")
-            continue
-        sources[display] = source
-        codes = settings.codes_for(path)
-        key = ""
-        if cache is not None:
-            key = content_key(source.text) + ":" + ",".join(sorted(codes))
-            if syntax_all:
-                key += ":syntax"
-            hit = cache.get(key, display)
-            if hit is not None:
-                results[index] = hit
-                if stat_key:
-                    cache.remember_stat(stat_key, st.st_size, st.st_mtime_ns, key)
-                continue
-        pending.append((index, Task(display, source.text, source.newline, codes, syntax_all), key,
-                        (stat_key, st.st_size, st.st_mtime_ns) if cache is not None and stat_key else None))
+        task = Task(path, display, settings.codes_for(path), syntax_all, use_prefilter, cache is not None)
+        pending.append((index, task, stat))
     jobs = jobs or default_jobs()
-    if jobs > 1 and len(pending) >= POOL_THRESHOLD:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+    _CACHE = cache
+    try:
+        if jobs > 1 and len(pending) >= POOL_THRESHOLD:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
 
-        context = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
-        with ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=context) as pool:
-            chunk = max(1, len(pending) // (jobs * 8))
-            done = list(pool.map(_run_task, [task for _, task, _, _ in pending], chunksize=chunk))
-    else:
-        done = [_run_task(task) for _, task, _, _ in pending]
-    for (index, _, key, stat), result in zip(pending, done):
+            context = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+            with ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=context) as pool:
+                chunk = max(1, len(pending) // (jobs * 16))
+                done = list(pool.map(_run_task, [task for _, task, _ in pending], chunksize=chunk))
+        else:
+            done = [_run_task(task) for _, task, _ in pending]
+    finally:
+        _CACHE = None
+    for (index, task, stat), outcome in zip(pending, done):
+        result = outcome.result
         results[index] = result
-        if cache is not None and result.parsed:
-            cache.put(key, result)
-            if stat is not None:
-                cache.remember_stat(*stat, key)
-        elif cache is not None and stat is not None and not result.diagnostics and result.error is None:
-            cache.remember_stat(*stat, "-" if syntax_all else "")
+        if outcome.source is not None:
+            sources[task.display] = outcome.source
+        if cache is None or outcome.key is None:
+            continue
+        if result.parsed:
+            cache.put(outcome.key, result)
+        if stat is not None:
+            cache.remember_stat(*stat, outcome.key)
     if cache is not None:
         cache.save()
     ordered = [results[i] for i in sorted(results)]

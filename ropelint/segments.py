@@ -114,9 +114,6 @@ class Selection:
     code: str
     chunks: tuple[Chunk, ...]
     whole_file: bool
-    # Synthetic line where each top-level statement starts (its first decorator or keyword line),
-    # in order; lets positions be computed for one statement instead of the whole module.
-    statement_lines: tuple[int, ...] = ()
 
     def to_file_line(self, line: int) -> int:
         for chunk in self.chunks:
@@ -126,13 +123,21 @@ class Selection:
 
 
 def whole(text: str) -> Selection:
-    count = text.count("\n") + 1
-    lines = text.splitlines(keepends=True)
-    starts = [begin + 1 for begin, _ in _blocks(lines, _starts(lines, "", 0, len(lines)), len(lines))]
-    return Selection(text, (Chunk(1, 1, count),), True, tuple(starts))
+    return Selection(text, (Chunk(1, 1, text.count("\n") + 1),), True)
 
 
 _CONTINUATION = ("else", "elif", "except", "finally")
+# A line that starts at column 0 with code: not indented, blank, a comment or a closing bracket.
+# The pattern begins with a literal newline, so the scan jumps from line end to line end in C.
+_TOP_START = re.compile(r"\n(?=[^\s#)\]}\\])")
+_CLAUSE = re.compile(r"(?:else|elif|except|finally)\b")
+# Every way ``_interesting`` can say yes needs one of these in the block; a block without one is
+# skipped without looking further.
+# Found with ``str.find`` (a regex alternation without a common prefix tries every position).
+# Few and long needles: each costs one pass over the text.
+_ANCHORS = ("arange(", "linspace(", "cos(", "sin(", "autocast", "register_buffer", "Buffer(", "Parameter(",
+            " @ ", "matmul", "einsum", "outer(")
+_HEAD = re.compile(r"^(?:class |def |async def )", re.MULTILINE)
 
 
 def _starts(lines: list[str], indent: str, begin: int, end: int) -> list[int]:
@@ -168,8 +173,10 @@ def _blocks(lines: list[str], starts: list[int], end: int) -> list[tuple[int, in
     return blocks
 
 
-def _class_parts(lines: list[str], begin: int, end: int, kept_functions: list[str] = ()) -> list[tuple[int, int]]:  # type: ignore[assignment]
-    """A class pruned to its header, non-method statements and the methods that can hold RoPE code."""
+def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple[int, int]]:  # type: ignore[assignment]
+    """A class (its lines) pruned to its header, non-method statements and the methods that can hold
+    RoPE code, as line ranges relative to the class's first line."""
+    begin, end = 0, len(lines)
     header_end = begin
     while header_end < end and not lines[header_end].startswith("class "):
         header_end += 1
@@ -206,69 +213,132 @@ def _class_parts(lines: list[str], begin: int, end: int, kept_functions: list[st
     return kept if any_method else []
 
 
+@dataclass
+class _Block:
+    begin: int  # offsets into the file text
+    end: int
+    line: int  # 1-based first line
+    lines: int
+    anchored: bool = False
+    head: str = ""
+    name: str | None = None
+    interesting: bool = False
+
+    def text(self, source: str) -> str:
+        return source[self.begin:self.end]
+
+
+def _split_lines(text: str) -> list[str]:
+    """Lines with their ends, split at ``\\n`` only (as the parser counts lines; not at form feeds)."""
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    return lines if lines[-1] else lines[:-1]
+
+
+def _top_blocks(text: str) -> list[_Block]:
+    """Top-level statements as offset ranges; a decorator run joins the definition below it."""
+    # A clause (``else:``, ``except ...:``) continues the statement above it.
+    offsets = [m.end() for m in _TOP_START.finditer(text) if not _CLAUSE.match(text, m.end())]
+    if not offsets and not text.strip():
+        return []
+    offsets.insert(0, 0)
+    offsets.append(len(text))
+    blocks: list[_Block] = []
+    line = 1
+    pending: tuple[int, int] | None = None
+    for a, b in zip(offsets, offsets[1:]):
+        count = text.count("\n", a, b)
+        if text.startswith("@", a):
+            pending = pending or (a, line)
+        else:
+            begin, first = pending or (a, line)
+            blocks.append(_Block(begin, b, first, line + count - first))
+            pending = None
+        line += count
+    if pending is not None:
+        blocks.append(_Block(pending[0], len(text), pending[1], line - pending[1]))
+    return blocks
+
+
+def _anchor_offsets(text: str) -> list[int]:
+    found = []
+    find = text.find
+    for token in _ANCHORS:
+        at = find(token)
+        while at != -1:
+            found.append(at)
+            at = find(token, at + 1)
+    found.sort()
+    return found
+
+
 def select(text: str) -> Selection | None:
     """The segments worth parsing, or None when nothing in the file can hold RoPE code."""
-    lines = text.splitlines(keepends=True)
-    starts = _starts(lines, "", 0, len(lines))
-    if not starts:
+    blocks = _top_blocks(text)
+    if not blocks:
         return None
-    blocks = _blocks(lines, starts, len(lines))
-    if starts[0] != 0:
-        blocks.insert(0, (0, starts[0]))
-    # First pass: which blocks can hold RoPE code, and the names of the kept top-level functions:
-    # a method that calls one of them (``self.bands = _build_bands(...)``) carries its values.
-    triaged = []
-    for begin, end in blocks:
-        first = lines[begin]
-        if first.startswith(("import ", "from ")):
-            triaged.append((begin, end, None, False))
+    anchors = _anchor_offsets(text)
+    i = 0
+    for block in blocks:
+        while i < len(anchors) and anchors[i] < block.begin:
+            i += 1
+        block.anchored = i < len(anchors) and anchors[i] < block.end
+    for block in blocks:
+        if text.startswith(("import ", "from "), block.begin):
             continue  # aliases come from the text scan; fixes insert imports by offset
-        segment = "".join(lines[begin:end])
-        head = next((ln for ln in lines[begin:end] if ln.startswith(("class ", "def ", "async def "))), first)
-        interesting = _interesting(segment, head, end - begin)
-        name = _DEF_NAME.match(head)
-        triaged.append((begin, end, (segment, head, name), interesting))
+        head = _HEAD.search(text, block.begin, block.end)
+        if head is not None:
+            line_end = text.find("\n", head.start(), block.end)
+            block.head = text[head.start():line_end if line_end != -1 else block.end]
+            name = _DEF_NAME.match(block.head)
+            block.name = name.group(1) if name else None
+        else:
+            line_end = text.find("\n", block.begin, block.end)
+            block.head = text[block.begin:line_end if line_end != -1 else block.end]
+        if block.anchored:
+            block.interesting = _interesting(block.text(text), block.head, block.lines)
     # Functions that can hand rotary values to a caller: kept ones that speak of frequencies (by name
     # or vocabulary), and, transitively, functions that call those.
-    functions = {info[2].group(1): (info[0], interesting) for _, _, info, interesting in triaged
-                 if info is not None and info[2] is not None and not info[1].startswith("class ")}
-    strong = {name for name, (segment, interesting) in functions.items()
-              if interesting and (_ROTARY_NAME.search(name) or _rotary_vocabulary(segment))}
-    changed = True
+    functions = {b.name: b for b in blocks if b.name is not None and not b.head.startswith("class ")}
+    strong = {name for name, b in functions.items()
+              if b.interesting and (_ROTARY_NAME.search(name) or _rotary_vocabulary(b.text(text)))}
+    changed = bool(strong)
     while changed:
         changed = False
-        for name, (segment, _) in functions.items():
-            if name not in strong and _rotary_vocabulary(segment) and any(f"{s}(" in segment for s in strong):
-                strong.add(name)
-                changed = True
+        for name, b in functions.items():
+            if name not in strong:
+                segment = b.text(text)
+                if any(f"{s}(" in segment for s in strong) and _rotary_vocabulary(segment):
+                    strong.add(name)
+                    changed = True
     kept_functions = [f"{name}(" for name in strong]
-    triaged = [(b, e, info, interesting or (info is not None and info[2] is not None
-                                          and info[2].group(1) in strong))
-               for b, e, info, interesting in triaged]
-    kept: list[tuple[int, int]] = []
-    statement_index: list[int] = []  # index into kept where each top-level statement starts
+    kept: list[tuple[int, int, int]] = []  # (begin offset, end offset, first line)
     all_kept = True
-    for begin, end, info, interesting in triaged:
-        if info is None:
+    for block in blocks:
+        if not block.head or text.startswith(("import ", "from "), block.begin):
             all_kept = False
             continue
-        segment, head, name = info
-        is_class = head.startswith("class ")
-        calls_kept = is_class and any(call in segment for call in kept_functions)
-        if not interesting and not calls_kept:
+        interesting = block.interesting or (block.name is not None and block.name in strong)
+        is_class = block.head.startswith("class ")
+        if is_class and not interesting and kept_functions:
+            segment = block.text(text)
+            interesting = any(call in segment for call in kept_functions)
+        if not interesting:
             all_kept = False
             continue
-        if is_class and not (interesting and name and _ROTARY_NAME.search(name.group(1))
-                             and end - begin < CLASS_PRUNE_MIN_LINES):
-            parts = _class_parts(lines, begin, end, kept_functions)
-            if parts != [(begin, end)]:
+        if is_class and not (block.interesting and block.name and _ROTARY_NAME.search(block.name)
+                             and block.lines < CLASS_PRUNE_MIN_LINES):
+            lines = _split_lines(block.text(text))
+            parts = _class_parts(lines, kept_functions)
+            if parts != [(0, len(lines))]:
                 all_kept = False
-            if parts:
-                statement_index.append(len(kept))
-            kept.extend(parts)
+            # Line ranges back to offsets: the class's lines are consecutive in the text.
+            bounds = [block.begin]
+            for ln in lines:
+                bounds.append(bounds[-1] + len(ln))
+            kept.extend((bounds[a], bounds[b], block.line + a) for a, b in parts)
         else:
-            statement_index.append(len(kept))
-            kept.append((begin, end))
+            kept.append((block.begin, block.end, block.line))
     if not kept:
         return None
     if all_kept:
@@ -276,13 +346,13 @@ def select(text: str) -> Selection | None:
     parts_text: list[str] = []
     chunks: list[Chunk] = []
     synthetic = 1
-    for begin, end in kept:
-        body = "".join(lines[begin:end])
+    for begin, end, line in kept:
+        body = text[begin:end]
+        count = body.count("\n")
         if not body.endswith("\n"):
             body += "\n"
+            count += 1
         parts_text.append(body)
-        count = end - begin
-        chunks.append(Chunk(begin + 1, synthetic, count))
+        chunks.append(Chunk(line, synthetic, count))
         synthetic += count
-    return Selection("".join(parts_text), tuple(chunks), False,
-                     tuple(chunks[i].synthetic_start for i in statement_index))
+    return Selection("".join(parts_text), tuple(chunks), False)

@@ -8,6 +8,7 @@ computed once, on the first question, so a file with nothing to report pays noth
 from __future__ import annotations
 
 import ast
+from itertools import accumulate
 
 
 class Spans:
@@ -17,13 +18,7 @@ class Spans:
 
     def _line_starts(self) -> list[int]:
         if self._starts is None:
-            starts = [0]
-            find = self.code.find
-            at = find("\n")
-            while at != -1:
-                starts.append(at + 1)
-                at = find("\n", at + 1)
-            self._starts = starts
+            self._starts = [0, *accumulate(len(line) + 1 for line in self.code.split("\n"))][:-1]
         return self._starts
 
     def line_text(self, line: int) -> str:

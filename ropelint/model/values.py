@@ -8,7 +8,7 @@ known low precision or integer, or decided at run time (the module's dtype, an a
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import ast
 
@@ -107,7 +107,16 @@ class Val:
         return role in self.roles
 
     def evolve(self, **changes: object) -> "Val":
-        return replace(self, **changes)
+        # dataclasses.replace re-runs __init__ and costs a tenth of the analysis; a frozen value's
+        # fields can be copied directly.
+        new = object.__new__(Val)
+        fields = new.__dict__
+        fields.update(self.__dict__)
+        for name, value in changes.items():
+            if name not in fields:
+                raise TypeError(f"Val has no field {name!r}")
+            fields[name] = value
+        return new
 
 
 UNKNOWN = Val()
