@@ -150,6 +150,14 @@ class Interpreter:
         self._tuple_items: dict[int, tuple[Val, ...]] = {}
         self._current: ast.stmt | None = None  # the statement being evaluated
         self._metadata_read = False
+        # Expression kinds the analysis looks into; any other evaluates to UNKNOWN.
+        self._handlers = {
+            ast.Name: self._eval_name, ast.Constant: self._eval_constant, ast.Attribute: self._attribute,
+            ast.Call: self._call, ast.BinOp: self._eval_binop, ast.UnaryOp: self._eval_unary,
+            ast.Subscript: self._eval_subscript, ast.Tuple: self._eval_sequence, ast.List: self._eval_sequence,
+            ast.IfExp: self._eval_ifexp, ast.Compare: self._eval_compare, ast.BoolOp: self._eval_boolop,
+            ast.Starred: self._eval_starred,
+        }
 
     # ----------------------------------------------------------------- driver
     def run(self) -> FileModel:
@@ -565,57 +573,63 @@ class Interpreter:
     def _eval(self, node: ast.expr, frame: Frame) -> Val:
         if self._current is not None:
             self.model.statement_of[id(node)] = self._current
-        if isinstance(node, ast.Name):
-            if node.id in frame.env:
-                return frame.env[node.id]
-            return self._named(node.id)
-        if isinstance(node, ast.Constant):
-            value = node.value
-            if value is None or isinstance(value, bool):
-                return Val(frozenset({Role.SCALAR}), literal=str(value))
-            if isinstance(value, (int, float)):
-                return Val(frozenset({Role.SCALAR}), literal=value)
-            return UNKNOWN
-        if isinstance(node, ast.Attribute):
-            return self._attribute(node, frame)
-        if isinstance(node, ast.Call):
-            return self._call(node, frame)
-        if isinstance(node, ast.BinOp):
-            left = self._eval(node.left, frame)
-            right = self._eval(node.right, frame)
-            return self._binary_vals(node, left, right, node.op, frame)
-        if isinstance(node, ast.UnaryOp):
-            inner = self._eval(node.operand, frame)
-            return inner.evolve(literal=None)
-        if isinstance(node, ast.Subscript):
-            base = self._eval(node.value, frame)
-            elements = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-            for el in elements:
-                if not isinstance(el, ast.Slice):
-                    self._eval(el, frame)
-            return self._subscript(elements, base)
-        if isinstance(node, (ast.Tuple, ast.List)):
-            vals = [self._eval(el, frame) for el in node.elts]
-            self._tuple_items[id(node)] = tuple(vals)  # read back by _items_of: evaluate once
-            out = UNKNOWN
-            for v in vals:
-                out = v if out is UNKNOWN else join(out, v)
-            return out.evolve(param=None)
-        if isinstance(node, ast.IfExp):
-            self._eval(node.test, frame)
-            return join(self._eval(node.body, frame), self._eval(node.orelse, frame))
-        if isinstance(node, ast.Compare):
-            self._eval(node.left, frame)
-            for child in node.comparators:
-                self._eval(child, frame)
-            return Val(frozenset({Role.SCALAR}))
-        if isinstance(node, ast.BoolOp):
-            for child in node.values:
-                self._eval(child, frame)
-            return Val(frozenset({Role.SCALAR}))
-        if isinstance(node, ast.Starred):
-            return self._eval(node.value, frame)
+        handler = self._handlers.get(type(node))
+        return handler(node, frame) if handler is not None else UNKNOWN
+
+    def _eval_name(self, node: ast.Name, frame: Frame) -> Val:
+        value = frame.env.get(node.id)
+        return value if value is not None else self._named(node.id)
+
+    @staticmethod
+    def _eval_constant(node: ast.Constant, frame: Frame) -> Val:
+        value = node.value
+        if value is None or isinstance(value, bool):
+            return Val(frozenset({Role.SCALAR}), literal=str(value))
+        if isinstance(value, (int, float)):
+            return Val(frozenset({Role.SCALAR}), literal=value)
         return UNKNOWN
+
+    def _eval_binop(self, node: ast.BinOp, frame: Frame) -> Val:
+        left = self._eval(node.left, frame)
+        right = self._eval(node.right, frame)
+        return self._binary_vals(node, left, right, node.op, frame)
+
+    def _eval_unary(self, node: ast.UnaryOp, frame: Frame) -> Val:
+        return self._eval(node.operand, frame).evolve(literal=None)
+
+    def _eval_subscript(self, node: ast.Subscript, frame: Frame) -> Val:
+        base = self._eval(node.value, frame)
+        elements = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        for el in elements:
+            if not isinstance(el, ast.Slice):
+                self._eval(el, frame)
+        return self._subscript(elements, base)
+
+    def _eval_sequence(self, node: ast.Tuple | ast.List, frame: Frame) -> Val:
+        vals = [self._eval(el, frame) for el in node.elts]
+        self._tuple_items[id(node)] = tuple(vals)  # read back by _items_of: evaluate once
+        out = UNKNOWN
+        for v in vals:
+            out = v if out is UNKNOWN else join(out, v)
+        return out.evolve(param=None)
+
+    def _eval_ifexp(self, node: ast.IfExp, frame: Frame) -> Val:
+        self._eval(node.test, frame)
+        return join(self._eval(node.body, frame), self._eval(node.orelse, frame))
+
+    def _eval_compare(self, node: ast.Compare, frame: Frame) -> Val:
+        self._eval(node.left, frame)
+        for child in node.comparators:
+            self._eval(child, frame)
+        return Val(frozenset({Role.SCALAR}))
+
+    def _eval_boolop(self, node: ast.BoolOp, frame: Frame) -> Val:
+        for child in node.values:
+            self._eval(child, frame)
+        return Val(frozenset({Role.SCALAR}))
+
+    def _eval_starred(self, node: ast.Starred, frame: Frame) -> Val:
+        return self._eval(node.value, frame)
 
     def _attribute(self, node: ast.Attribute, frame: Frame) -> Val:
         attr = node.attr

@@ -25,7 +25,7 @@ class Dt(enum.Enum):
         return self in (Dt.LOW, Dt.RUNTIME)
 
 
-class Role(enum.Enum):
+class Role(str, enum.Enum):  # str: hashed in C, values live in frozensets
     INV_FREQ = "inverse frequencies"
     ARANGE = "arange"  # a range not yet known to be positions or exponent
     POSITIONS = "positions"
