@@ -35,7 +35,8 @@ class AddImport:
 
 @dataclass(frozen=True)
 class InsertAfterStatement:
-    """Insert ``code`` as a new line after the statement that holds ``node``, at its indentation."""
+    """Insert ``code`` as new lines after the statement that holds ``node``, each line at the
+    statement's indentation plus its own (blank lines stay blank)."""
 
     node: ast.AST
     code: str

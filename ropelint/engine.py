@@ -153,7 +153,9 @@ def _text_edits(edits, spans: Spans, file_spans: Spans, model: FileModel, select
                 continue
             _, column = spans.start(stmt)
             offset, prefix = after_line(selection.to_file_line(stmt.end_lineno))  # type: ignore[attr-defined]
-            yield TextEdit(offset, offset, prefix + " " * column + own(edit.code) + newline)
+            # Every line at the statement's indentation (a multi-line insertion carries its own nesting).
+            lines = [" " * column + line if line.strip() else "" for line in edit.code.split("\n")]
+            yield TextEdit(offset, offset, prefix + own("\n".join(lines)) + newline)
             continue
         if isinstance(edit, AddImport):
             if edit.statement in text:

@@ -21,14 +21,16 @@ Why the functions look the way they do:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import Callable, Iterable
+from fnmatch import fnmatchcase
+from typing import Any, Literal
 
 import torch
 
 __all__ = [
     "Layout",
     "cos_sin",
+    "apply_keeping_dtype",
     "freqs_cis",
     "inv_freq",
     "inv_freq_from",
@@ -78,6 +80,42 @@ def inv_freq_from(
     if device is not None:
         freqs = freqs.to(device=device)
     return freqs.to(torch.float32)
+
+
+def apply_keeping_dtype(
+    module: torch.nn.Module,
+    apply: Callable[..., Any],
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    names: Iterable[str],
+    *args: Any,
+    **kwargs: Any,
+) -> Any:
+    """Run ``nn.Module._apply`` (the bound ``super()._apply``) so that the tensors ``module`` holds
+    under ``names`` keep their dtype: ``module.half()``, ``.bfloat16()``, ``.to(dtype)`` move them
+    to the new device but no longer round them. ``names`` are attribute names of ``module``'s own
+    buffers and parameters; ``{}`` in a name stands for any text (``"{}_inv_freq"``).
+
+    Everything else converts as before, and device moves (``.to(device)``, ``.cuda()``,
+    ``to_empty``) still apply to the kept tensors, so a module on the meta device is
+    materialised and loaded as usual.
+    """
+    patterns = [name.replace("{}", "*") for name in names]
+    kept: set[int] = set()
+    for table in (module._buffers, module._parameters):
+        for name, tensor in table.items():
+            if tensor is not None and any(fnmatchcase(name, pattern) for pattern in patterns):
+                kept.add(id(tensor))
+                grad = getattr(tensor, "grad", None)
+                if grad is not None:
+                    kept.add(id(grad))
+
+    def convert(tensor: torch.Tensor) -> torch.Tensor:
+        out = fn(tensor)
+        if id(tensor) in kept and isinstance(out, torch.Tensor) and out.dtype != tensor.dtype:
+            out = tensor.to(device=out.device)
+        return out
+
+    return apply(convert, *args, **kwargs)
 
 
 def phase(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:

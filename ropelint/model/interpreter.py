@@ -75,6 +75,8 @@ class ClassInfo:
     methods: dict[str, FunctionNode] = field(default_factory=dict)
     state: dict[str, StateEntry] = field(default_factory=dict)
     repaired: set[str] = field(default_factory=set)
+    # The source of the ``_apply`` overrides in its hierarchy: state they name keeps its dtype.
+    apply_text: str | None = None
     # attribute name -> symbols of the methods that assign or register it
     writes: dict[str, set[str]] = field(default_factory=dict)
 
@@ -232,15 +234,21 @@ class Interpreter:
         for base in self._mro(info)[1:]:
             if not base.state and base.methods:
                 self._analyse_class(base)
+        if info.apply_text is None:
+            info.apply_text = "\n".join(self.spans.text(cls.methods["_apply"]) for cls in self._mro(info)
+                                        if "_apply" in cls.methods)
         order = sorted(info.methods, key=lambda n: n != "__init__")
         for name in order:
             self._method_summary(info, name)
-        for cls in self._mro(info):
-            if "_apply" in cls.methods:
-                text = self.spans.text(cls.methods["_apply"])
-                for state in info.state:
-                    if re.search(rf"\b{re.escape(state)}\b", text):
-                        info.repaired.add(state)
+        for state in info.state:
+            if self._kept(info, state):
+                info.repaired.add(state)
+
+    @staticmethod
+    def _kept(info: ClassInfo, state: str) -> bool:
+        """An ``_apply`` override in the class hierarchy names the state: module casts leave its dtype."""
+        text = info.apply_text
+        return bool(text) and re.search(rf"(?<![\w{{]){re.escape(state)}(?!\w)", text) is not None  # type: ignore[arg-type]
 
     def _method_summary(self, info: ClassInfo, name: str) -> Summary:
         found = self._find_method(info, name)
@@ -661,7 +669,7 @@ class Interpreter:
             if dt is Dt.UNKNOWN and not base.has(Role.SCALAR) and not plain_attribute:
                 # The dtype of a tensor nothing is known about is decided at run time.
                 dt = Dt.RUNTIME
-            if base.read is not None and base.read.ref.follows_module_casts:
+            if base.read is not None and base.read.follows_module_casts:
                 dt = Dt.RUNTIME
             return dtype_val(dt, site=None, read=base.read).evolve(param=base.param)
         if attr == "device":
@@ -683,10 +691,10 @@ class Interpreter:
                 return Val(frozenset({Role.SCALAR}))
             return self._named(attr)
         ref = entry.ref
-        read = StateRead(ref, node)
+        read = StateRead(ref, node, kept=self._kept(frame.cls, ref.name))
         stored = entry.value
         roles = stored.roles or self._named(attr).roles
-        if ref.follows_module_casts:
+        if read.follows_module_casts:
             if not self._metadata_read:
                 self.model.state_reads.append(read)
             return Val(roles, Dt.RUNTIME, site=node, read=read, scaled=stored.scaled)
@@ -930,6 +938,11 @@ class Interpreter:
         kvals = {k: self._eval(v, frame) for k, v in kw.items()}
         receiver_node = node.func.value  # type: ignore[attr-defined]
         if method in ("float", "double"):
+            if receiver.dtype.can_be_16bit and receiver.site is not None and receiver.read is None \
+                    and (receiver.has(Role.POSITIONS) or receiver.has(Role.ARANGE)) \
+                    and not receiver.roles & {Role.INV_FREQ, Role.PHASE, Role.TABLE}:
+                # Positions already rounded by a 16-bit-able cast: ``.float()`` restores the dtype, not the digits.
+                return receiver
             return receiver.evolve(dtype=Dt.FULL, site=None, earlier_sites=())
         if method in ("half", "bfloat16"):
             target = dtype_val(Dt.LOW)
@@ -956,7 +969,7 @@ class Interpreter:
             return self._cast_result(node, receiver, target)
         if method == "type_as" and vals:
             other = vals[0]
-            dt = Dt.RUNTIME if other.read is not None and other.read.ref.follows_module_casts else other.dtype
+            dt = Dt.RUNTIME if other.read is not None and other.read.follows_module_casts else other.dtype
             target = dtype_val(dt, read=other.read).evolve(param=other.param)
             self._cast(node, method, receiver, target, pos[0], frame)
             return self._cast_result(node, receiver, target)

@@ -70,6 +70,12 @@ class StateRead:
 
     ref: StateRef
     node: ast.AST
+    # The class keeps this state's dtype through module casts (an ``_apply`` override naming it).
+    kept: bool = False
+
+    @property
+    def follows_module_casts(self) -> bool:
+        return self.ref.follows_module_casts and not self.kept
 
 
 @dataclass(frozen=True)

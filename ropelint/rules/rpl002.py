@@ -8,9 +8,12 @@ from ..model.names import dotted, string_value
 from ..model.values import Role, StateKind, StateRead
 from .base import Rule, RuleContext
 from .construction import assigned_value, match_default
-from .shadow import shadow_fix
+from .keep import keep_fix, rotary_siblings
 
 RUNTIME_IMPORT = "from ropelint import runtime as rope_runtime"
+# Decorators that run the method as written: they cannot update module state behind its back.
+PLAIN_DECORATORS = {"no_grad", "inference_mode", "enable_grad", "staticmethod", "classmethod", "wraps",
+                    "disable", "ignore", "unused", "autocast", "custom_fwd", "jit", "script", "compile"}
 
 
 class InvFreqInModuleState(Rule):
@@ -19,7 +22,7 @@ class InvFreqInModuleState(Rule):
     def check(self, ctx: RuleContext) -> None:
         for product in ctx.model.products:
             for read in product.freq.reads:
-                if read.ref.follows_module_casts and not self._repaired(ctx, product, read.ref.name):
+                if read.follows_module_casts and not self._repaired(ctx, product, read.ref.name):
                     self._report(ctx, product, read)
 
     def _report(self, ctx: RuleContext, product: Product, read: StateRead) -> None:
@@ -27,10 +30,15 @@ class InvFreqInModuleState(Rule):
         message = (f"inverse frequencies `self.{ref.name}` ({ref.describe()} registered at line "
                    f"{ctx.line_of(ref.node)}) feed the phase at line {ctx.line_of(product.node)}; "
                    f"`module.bfloat16()`/`.half()` round them and `.float()` at use restores nothing")
-        fix, why, updated_later = self._fix(ctx, product, read)
-        # A float32 copy is the fallback, unless the state is learned or updated after construction.
-        if fix is None and why and (ref.kind is not StateKind.PARAMETER or ref.frozen) and not updated_later:
-            fix = shadow_fix(ref, read, self._device(product), "inverse frequencies")
+        fix, why, _ = self._fix(ctx, product, read)
+        if fix is None or fix.safety == "unsafe" or rotary_siblings(ctx, ref):
+            # Rebuilding in forward is not possible (or not provable), or cached tables built from the
+            # state would still be rounded by a cast and back: keep the dtype of all of them instead.
+            kept, why_not = keep_fix(ctx, ref, "inverse frequencies")
+            if kept is not None and (fix is None or kept.safety == "safe"):
+                fix, why = kept, ""
+            elif fix is None:
+                why = f"{why}; {why_not}" if why and why_not else why or why_not
         if fix is None and why:
             message += f" (no automatic fix: {why})"
         ctx.report(self.code, read.node, message, product.scope, fix)
@@ -58,6 +66,12 @@ class InvFreqInModuleState(Rule):
             return None, f"`{ref.name}` is (re)built outside `__init__`", True
         if self._assigned_elsewhere(ctx, ref.name, reg, family):
             return None, f"`self.{ref.name}` is reassigned after construction (e.g. dynamic scaling)", True
+        decorator = self._updating_decorator(ctx, product)
+        if decorator is not None:
+            return None, f"`@{decorator}` on `{product.scope.symbol}` may update `{ref.name}` (e.g. dynamic scaling)", True
+        writer = self._writing_function(ctx, ref.name)
+        if writer is not None:
+            return None, f"`{writer}` writes `{ref.name}` on a module it is given", True
         value = self._registered_expression(reg)
         if value is None:
             return None, "the registered value is not a single expression", False
@@ -71,19 +85,19 @@ class InvFreqInModuleState(Rule):
         spec = match_default_or_none(ctx, value) if index is None else None
         if spec is None:
             args_attr = f"_{ref.name.strip('_')}_args"
-            again = self._call_again(ctx, value, index, reg.scope.node, device, args_attr)
+            again = self._call_again(ctx, value, index, reg.scope.node, args_attr)
             if again is not None:
                 rebuilt, captured = again
-                edits: list = [Replace(read.node, rebuilt)]
+                call = (f"rope_runtime.inv_freq_from(lambda device: {rebuilt}, device={device})")
+                edits: list = [Replace(read.node, call), AddImport(RUNTIME_IMPORT)]
                 if captured:
                     edits.insert(0, InsertAfterStatement(
                         reg.node, f"self.{args_attr} = ({', '.join(captured)},)  # ropelint: arguments to rebuild "
                                   f"`{ref.name}` in forward"))
                 return FixPlan(
-                    "unsafe",
+                    "safe",
                     f"rebuild `{ref.name}` in forward with the module's own construction on the positions' device "
-                    f"(assumes it builds float32 values and that nothing updates the buffer later, e.g. a "
-                    f"dynamic-scaling decorator)",
+                    f"(nothing updates it after `__init__`; the helper rejects a 16-bit result at run time)",
                     tuple(edits),
                 ), "", False
             return None, ("the construction is not the default `1 / (base ** (arange(0, dim, 2) / dim))`; "
@@ -100,12 +114,13 @@ class InvFreqInModuleState(Rule):
 
     @staticmethod
     def _call_again(ctx: RuleContext, value: ast.expr, index: int | None, init: ast.FunctionDef,
-                    device: str, args_attr: str) -> tuple[str, list[str]] | None:
-        """``self.rope_init_fn(self.config, device)`` or ``band_inv_freq(dim, theta)`` called again in forward.
+                    args_attr: str) -> tuple[str, list[str]] | None:
+        """``self.rope_init_fn(self.config, device)`` or ``band_inv_freq(dim, theta)`` as the body of a
+        builder ``lambda device: ...`` for forward.
 
         Constants and ``self`` attributes mean the same in forward; any other argument (a local of
         ``__init__``) is captured right after the registration into ``self.<args_attr>``. The device
-        argument becomes the positions' device; a call without one is moved there with ``.to``.
+        argument becomes the builder's ``device``; a call without one is moved there with ``.to``.
         """
         if not isinstance(value, ast.Call):
             return None
@@ -127,7 +142,7 @@ class InvFreqInModuleState(Rule):
             text = ctx.code(arg)
             is_device = (isinstance(arg, ast.Name) and arg.id == "device") or keyword == "device"
             if is_device:
-                text, saw_device = device, True
+                text, saw_device = "device", True
             elif not (isinstance(arg, ast.Constant) or (dotted(arg) or [""])[0] == "self"):
                 captured.append(text)
                 text = f"self.{args_attr}[{len(captured) - 1}]"
@@ -136,7 +151,7 @@ class InvFreqInModuleState(Rule):
         if index is not None:
             call = f"{call}[{index}]"
         if not saw_device:
-            call = f"{call}.to({device})"
+            call = f"{call}.to(device)"
         return call, captured
 
     @staticmethod
@@ -182,6 +197,32 @@ class InvFreqInModuleState(Rule):
             if writers - {reg.scope.symbol}:
                 return True
         return False
+
+    @staticmethod
+    def _updating_decorator(ctx: RuleContext, product: Product) -> str | None:
+        """A decorator on the reading method (or on its class) that may rewrite module state before it
+        runs, such as transformers' ``@dynamic_rope_update``; None when all of them run it as written."""
+        node = product.scope.node
+        cls = ctx.model.classes.get(product.scope.symbol.split(".")[0])
+        decorators = list(getattr(node, "decorator_list", ())) + list(cls.node.decorator_list if cls else ())
+        for dec in decorators:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            parts = dotted(target) or ["?"]
+            if not any(part in PLAIN_DECORATORS for part in parts):
+                return ".".join(parts)
+        return None
+
+    @staticmethod
+    def _writing_function(ctx: RuleContext, name: str) -> str | None:
+        """A same-file function (not a method) that registers or assigns ``name`` on a module it receives."""
+        import re
+
+        pattern = re.compile(rf"register_buffer\(\s*f?['\"]{re.escape(name)}['\"]|\.{re.escape(name)}\s*=[^=]"
+                             rf"|setattr\([^,]+,\s*['\"]{re.escape(name)}['\"]")
+        for fn_name, fn in ctx.model.functions.items():
+            if pattern.search(ctx.spans.text(fn)):
+                return fn_name
+        return None
 
     @staticmethod
     def _device(product: Product) -> str:

@@ -1,0 +1,87 @@
+"""The fix for rotary state a module cast would round, when it cannot be rebuilt in forward.
+
+An ``_apply`` override goes into the class that registers the state. ``nn.Module._apply`` is what
+``module.half()``, ``.bfloat16()``, ``.to(dtype)`` and ``to_empty`` call for every tensor; the
+override hands it a conversion that keeps the named tensors' dtype and still moves them between
+devices. The tensor, its name, its state-dict key and every line that reads it stay as they are, so
+updates after construction (dynamic scaling, lazy registration, per-layer-type buffers) keep
+working, and a learned Parameter keeps its learned values. The runtime helper does the work
+(``rope_runtime.apply_keeping_dtype``), so the inserted method is two lines.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ..diagnostics import AddImport, FixPlan, InsertAfterStatement
+from ..model.values import Role, StateKind, StateRef
+from ..vendor import IMPORT_MODULE
+from .base import RuleContext
+
+LEARNABLE = ("a learnable Parameter stays float32 after `module.half()`/`.bfloat16()` while the other parameters "
+             "convert: optimizers and checkpoints see mixed dtypes, and FSDP/ZeRO flat parameters need one dtype")
+
+
+def rotary_siblings(ctx: RuleContext, ref: StateRef) -> list[str]:
+    """Tables, phases or complex rotations that module casts convert, registered by the class that
+    registers ``ref``: rebuilding ``ref`` alone would leave them rounded."""
+    found = registering_class(ctx, ref)
+    if found is None:
+        return []
+    derived = {Role.TABLE, Role.PHASE, Role.COMPLEX}
+    return [reg.ref.name for reg in ctx.model.registrations
+            if reg.ref is not ref and reg.ref.follows_module_casts and reg.scope.symbol.split(".")[0] == found[0]
+            and reg.value.roles & derived and not reg.value.has(Role.INV_FREQ)]
+
+
+def registering_class(ctx: RuleContext, ref: StateRef) -> tuple[str, str] | None:
+    """(class name, method name) where ``ref`` is registered."""
+    for reg in ctx.model.registrations:
+        if reg.ref is ref:
+            parts = reg.scope.symbol.split(".")
+            if len(parts) >= 2 and parts[0] in ctx.model.classes:
+                return parts[0], parts[1]
+    return None
+
+
+def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None, str]:
+    """(the ``_apply`` fix for ``ref``, why there is none)."""
+    found = registering_class(ctx, ref)
+    if found is None:
+        return None, "the state is not registered by a method of a class in this file"
+    cls_name, method_name = found
+    info = ctx.model.classes[cls_name]
+    if "_apply" in info.methods:
+        return None, f"`{cls_name}` already overrides `_apply`; make it keep `{ref.name}` float32"
+    method = info.methods.get(method_name)
+    if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None, "the registering method was not found"
+    held = _names(ctx, info, ref)
+    names = ", ".join(f'"{name}"' for name in held) + ("," if len(held) == 1 else "")
+    shown = ", ".join(f"`{name}`" for name in held)
+    code = "\n".join([
+        "",
+        f"def _apply(self, fn, *args, **kwargs):  # ropelint: dtype casts leave {shown} as built",
+        f"    return rope_runtime.apply_keeping_dtype(self, super()._apply, fn, ({names}), *args, **kwargs)",
+    ])
+    learnable = ref.kind is StateKind.PARAMETER and not ref.frozen
+    safety = "unsafe" if learnable else "safe"
+    why = f" ({LEARNABLE})" if learnable else ""
+    return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts with an `_apply` override "
+                           f"(device moves still apply){why}",
+                   (InsertAfterStatement(method, code), AddImport(IMPORT_MODULE))), ""
+
+
+ROTARY = frozenset({Role.INV_FREQ, Role.TABLE, Role.PHASE, Role.COMPLEX})
+
+
+def _names(ctx: RuleContext, info, ref: StateRef) -> list[str]:  # type: ignore[no-untyped-def]
+    """The state and the other rotary state the class registers (``original_inv_freq``, cached
+    cos/sin tables): one override keeps them all, or a cast-and-back still rounds the tables."""
+    names = [ref.name]
+    for reg in ctx.model.registrations:
+        other = reg.ref
+        if other is not ref and other.name not in names and other.follows_module_casts \
+                and reg.scope.symbol.split(".")[0] == info.name and reg.value.roles & ROTARY:
+            names.append(other.name)
+    return names
