@@ -1109,3 +1109,15 @@ def test_fixture_multi_axis_rotaries_are_refused_clearly(file: str, symbol: str,
     with pytest.raises(ProbeSetupError) as info:
         run_matrix(target, positions=FIXTURE_POSITIONS, autocasts=["off"])
     assert phrase in str(info.value)
+
+
+def test_warm_up_catches_state_built_on_the_first_forward() -> None:
+    """A Gemma-style module fills its `inv_freq` buffer on the first forward: converted cold, the buffer
+    is built after the cast (float32, all cases pass); used once before `.half()` it is rounded too."""
+    path = str(Path(__file__).resolve().parent.parent / "fixtures" / "cases" / "lazy_inv_freq_registration.py")
+    args = [f"{path}::GemmaRotaryEmbedding", "--positions", "0-4096:97,32768", "--format", "json"]
+    cold = CliRunner().invoke(probe, args)
+    warm = CliRunner().invoke(probe, [*args, "--warm-up"])
+    cold_doc, warm_doc = json.loads(cold.output), json.loads(warm.output)
+    assert cold.exit_code == 0 and warm.exit_code == 1
+    assert cold_doc["passed"] == 24 and warm_doc["passed"] < 24

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -181,7 +182,7 @@ def test_runtime_imports_only_torch_and_stdlib() -> None:
         assert not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult))
         name = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", None)
         assert name not in {"autocast", "matmul", "einsum", "bmm", "mm", "outer", "tensordot"}
-    assert imported <= {"__future__", "collections", "typing", "torch"}
+    assert imported - set(sys.stdlib_module_names) == {"torch"}
 
 
 # --- modules using the helper: export, compile, meta -----------------------------------
@@ -330,3 +331,58 @@ def test_meta_load_check_catches_an_unsaved_buffer() -> None:
     positions = torch.arange(8)[None]
     out = loaded(torch.randn(1, 8, 32), positions)
     assert not torch.isfinite(out).all()
+
+
+class _Kept(torch.nn.Module):
+    """Inverse frequencies in a buffer, kept float32 by the `_apply` override the codemod inserts."""
+
+    def __init__(self, dim: int = 64, base: float = 10000.0) -> None:
+        super().__init__()
+        self.register_buffer("inv_freq", runtime.inv_freq(dim, base), persistent=True)
+        self.register_buffer("local_inv_freq", runtime.inv_freq(dim, 10.0), persistent=False)
+        self.register_buffer("cos_cached", torch.ones(3), persistent=False)
+        self.scale = torch.nn.Parameter(torch.full((4,), 1.0 / 3.0))
+        self.proj = torch.nn.Linear(4, 4)
+
+    def _apply(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return runtime.apply_keeping_dtype(self, super()._apply, fn, ("inv_freq", "{}_inv_freq", "scale"),
+                                                *args, **kwargs)
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        return position_ids[..., None].float() * self.inv_freq
+
+
+def test_apply_keeping_dtype_keeps_named_state_through_casts_only() -> None:
+    module = _Kept()
+    built = module.inv_freq.clone()
+    module.scale.grad = torch.ones(4)
+    module.bfloat16()
+    assert module.inv_freq.dtype == torch.float32 and torch.equal(module.inv_freq, built)
+    assert module.local_inv_freq.dtype == torch.float32  # "{}_inv_freq" matches local_inv_freq
+    assert module.scale.dtype == torch.float32 and module.scale.grad.dtype == torch.float32
+    assert module.cos_cached.dtype == torch.bfloat16 and module.proj.weight.dtype == torch.bfloat16
+    module.half().float()
+    assert torch.equal(module.inv_freq, built)
+    assert module.proj.weight.dtype == torch.float32
+
+
+def test_apply_keeping_dtype_still_moves_devices_and_loads_from_meta() -> None:
+    reference = _Kept()
+    with torch.device("meta"):
+        module = _Kept()
+    module.bfloat16()
+    assert module.inv_freq.device.type == "meta" and module.inv_freq.dtype == torch.float32
+    module.to_empty(device="cpu")
+    module.load_state_dict(reference.state_dict(), strict=False)
+    assert module.inv_freq.device.type == "cpu" and module.inv_freq.dtype == torch.float32
+    positions = torch.arange(4096)[None]
+    torch.testing.assert_close(module(positions), reference(positions), rtol=0.0, atol=1e-6)
+
+
+def test_apply_keeping_dtype_module_exports_with_a_dynamic_length() -> None:
+    module = _Kept().bfloat16()
+    positions = torch.arange(16)[None]
+    length = torch.export.Dim("length", min=2, max=65536)
+    exported = torch.export.export(module, (positions,), dynamic_shapes=({1: length},))
+    longer = torch.arange(300)[None]
+    torch.testing.assert_close(exported.module()(longer), _Kept()(longer), rtol=0.0, atol=1e-6)

@@ -123,13 +123,16 @@ def _expand_targets(targets: Sequence[str]) -> list[tuple[str, str] | tuple[str,
               help="Also check torch.export with a dynamic sequence length.")
 @click.option("--meta", "check_meta", is_flag=True,
               help="Also check meta-device forward and meta -> to_empty -> load_state_dict.")
+@click.option("--warm-up", "warm_up", is_flag=True,
+              help="Run one float32 forward before each conversion, as a model used before `.half()` is "
+                   "(catches state a module builds lazily on its first forward).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 @click.pass_context
 def probe(ctx: click.Context, targets: tuple[str, ...], positions: str | None,
           head_dims: str | None, bases: str | None, autocast_spec: str | None,
           init_spec: str | None, call_spec: str | None, check_export: bool, check_meta: bool,
-          fmt: str) -> None:
+          warm_up: bool, fmt: str) -> None:
     try:
         import torch  # noqa: F401  (only to fail early and clearly)
     except ImportError:
@@ -162,7 +165,7 @@ def probe(ctx: click.Context, targets: tuple[str, ...], positions: str | None,
             target = resolve_symbol(loaded[path], symbol, path)  # type: ignore[arg-type]
             report = run_matrix(target, positions=position_list, head_dims_bases=pairs,
                                 autocasts=autocasts, init=init_spec, call=call_spec,
-                                export=check_export, meta=check_meta, symbol=name)
+                                export=check_export, meta=check_meta, symbol=name, warm_up=warm_up)
         except (LoadError, ProbeSetupError) as exc:
             entries.append((name, str(exc)))
             render_error_text(name, str(exc), errors)

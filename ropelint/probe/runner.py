@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import torch
 
@@ -50,17 +50,20 @@ def run_matrix(
     export: bool = False,
     meta: bool = False,
     symbol: str | None = None,
+    warm_up: bool = False,
 ) -> ProbeReport:
     """Probe ``target`` (a rotary ``nn.Module`` class or a table-building function).
 
     Defaults: the notes' 24 cases + 6 controls over ``default_positions()``; CUDA autocast
     cases are added when CUDA is available. ``init``/``call`` take the same text as the
-    ``--init``/``--call`` options. Raises ``ProbeSetupError`` when it cannot build or call.
+    ``--init``/``--call`` options. ``warm_up``: run one float32 forward before the module is
+    converted, as a model used before ``.half()`` is (state built lazily on the first forward is
+    then converted too). Raises ``ProbeSetupError`` when it cannot build or call.
     """
     with single_threaded():
         return _run_matrix(target, positions=positions, head_dims_bases=head_dims_bases,
                            autocasts=autocasts, init=init, call=call, export=export, meta=meta,
-                           symbol=symbol)
+                           symbol=symbol, warm_up=warm_up)
 
 
 def _run_matrix(
@@ -74,6 +77,7 @@ def _run_matrix(
     export: bool,
     meta: bool,
     symbol: str | None,
+    warm_up: bool = False,
 ) -> ProbeReport:
     name = symbol or getattr(target, "__qualname__", repr(target))
     pos = tuple(default_positions() if positions is None else positions)
@@ -92,7 +96,7 @@ def _run_matrix(
     references = {pair: Reference(position_tensor, *pair) for pair in dict.fromkeys(pairs)}
     built: dict[tuple[object, ...], torch.nn.Module | None] = {}
     results = tuple(
-        run_case(invocation, case, references[(case.head_dim, case.base)], built)
+        run_case(invocation, case, references[(case.head_dim, case.base)], built, warm_up=warm_up)
         for case in build_cases(pairs, chosen)
     )
     checks = []
@@ -105,7 +109,7 @@ def _run_matrix(
 
 def prepare_module(invocation: Invocation, case: Case, device: torch.device, length: int,
                    built: dict[tuple[object, ...], torch.nn.Module | None] | None = None,
-                   ) -> torch.nn.Module | None:
+                   warm: Callable[[torch.nn.Module], object] | None = None) -> torch.nn.Module | None:
     """Build in float32, then convert the way mixed-precision setups do.
 
     ``length`` (the largest probed position + 1) goes to maximum-length parameters.
@@ -127,6 +131,9 @@ def prepare_module(invocation: Invocation, case: Case, device: torch.device, len
     if module is None:
         return None  # functions hold no state; the case dtype reaches them as ``dtype``
     module.to(device)
+    if warm is not None:
+        with torch.no_grad():
+            warm(module)
     if not case.control:
         module.to(getattr(torch, case.module_dtype))
         if case.cast_back:
@@ -136,7 +143,7 @@ def prepare_module(invocation: Invocation, case: Case, device: torch.device, len
 
 def run_case(invocation: Invocation, case: Case, reference: Reference,
              built: dict[tuple[object, ...], torch.nn.Module | None] | None = None,
-             ) -> CaseResult:
+             *, warm_up: bool = False) -> CaseResult:
     device = torch.device(device_of(case.autocast))
     try:
         with warnings.catch_warnings():
@@ -144,7 +151,11 @@ def run_case(invocation: Invocation, case: Case, reference: Reference,
             warnings.simplefilter("ignore")
             ctx = invocation.context(case.head_dim, case.base, reference.positions,
                                      getattr(torch, case.activation_dtype), device)
-            module = prepare_module(invocation, case, device, ctx.length, built)
+            warm = None
+            if warm_up:
+                float32_ctx = invocation.context(case.head_dim, case.base, reference.positions, torch.float32, device)
+                warm = lambda m: invocation.call(m, float32_ctx)  # noqa: E731
+            module = prepare_module(invocation, case, device, ctx.length, built, warm)
             with torch.no_grad(), autocast_context(case.autocast):
                 output = invocation.call(module, ctx)
             table = invocation.read(output, ctx)

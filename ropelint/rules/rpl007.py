@@ -4,8 +4,9 @@ from collections import defaultdict
 
 import ast
 
-from ..diagnostics import FixPlan, NodeEdit, Replace
-from ..model.events import Cast, Trig
+from ..diagnostics import DeleteLines, FixPlan, NodeEdit, Replace
+from ..model.events import Cast, Trig, TrigInHelper
+from ..model.interpreter import ACTIVATION_PARAMS
 from ..model.values import Dt, Role
 from .base import Rule, RuleContext
 
@@ -26,33 +27,98 @@ class TrigAfterDowncast(Rule):
             message = (f"phase cast to a dtype that can be 16-bit before cos/sin at line {ctx.line_of(found[0].node)}: "
                        f"the rounding of the angle is amplified by its size; take cos/sin in float32 and cast the tables")
             ctx.report(self.code, cast.node, message, cast.scope, self._fix(ctx, cast, found))
+        helpers: dict[int, list[TrigInHelper]] = defaultdict(list)
         for helper in ctx.model.helper_trigs:
             site = helper.arg.site
             if helper.arg.dtype.can_be_16bit and site is not None and id(site) in phase_casts:
-                cast = phase_casts[id(site)]
-                message = (f"phase cast to a dtype that can be 16-bit, then passed to `{helper.callee}` which takes "
-                           f"its cos/sin (line {ctx.line_of(helper.call)}); cast the tables instead")
-                ctx.report(self.code, cast.node, message, cast.scope)
+                helpers[id(site)].append(helper)
+        for key, calls in helpers.items():
+            cast = phase_casts[key]
+            message = (f"phase cast to a dtype that can be 16-bit, then passed to `{calls[0].callee}` which takes "
+                       f"its cos/sin (line {ctx.line_of(calls[0].call)}); cast the tables instead")
+            ctx.report(self.code, cast.node, message, cast.scope, self._helper_fix(ctx, cast, calls))
 
-    def _fix(self, ctx: RuleContext, cast: Cast, trigs: list[Trig]) -> FixPlan | None:
+    @staticmethod
+    def _split(ctx: RuleContext, cast: Cast) -> tuple[str, str] | None:
+        """(receiver source, cast tail such as ``.to(q.dtype)``) of ``receiver.to(...)``."""
         if not isinstance(cast.node.func, ast.Attribute):
             return None
-        receiver = cast.node.func.value
-        receiver_code = ctx.code(receiver)
+        receiver_code = ctx.code(cast.node.func.value)
         cast_code = ctx.code(cast.node)
         if not cast_code.startswith(receiver_code):
             return None
-        tail = cast_code[len(receiver_code):]
-        if any(t.scope.symbol != cast.scope.symbol for t in trigs):
+        return receiver_code, cast_code[len(receiver_code):]
+
+    def _fix(self, ctx: RuleContext, cast: Cast, trigs: list[Trig]) -> FixPlan | None:
+        split = self._split(ctx, cast)
+        if split is None or any(t.scope.symbol != cast.scope.symbol for t in trigs):
             return None
+        receiver_code, tail = split
         edits: list[NodeEdit] = []
         chained = all(isinstance(t.node.func, ast.Attribute) and t.node.func.value is cast.node for t in trigs)
         if chained:
             for t in trigs:
                 edits.append(Replace(t.node, f"{receiver_code}.{t.node.func.attr}(){tail}"))  # type: ignore[attr-defined]
             return FixPlan("safe", "take cos/sin in float32, then cast the tables", tuple(edits))
+        receivers = [t.node.func.value if isinstance(t.node.func, ast.Attribute) else (t.node.args or [None])[0]
+                     for t in trigs]
+        only_trig = _only_read_by(ctx, cast, receivers)
         edits.append(Replace(cast.node, receiver_code))
         for t in trigs:
             edits.append(Replace(t.node, f"{ctx.code(t.node)}{tail}"))
+        if only_trig:
+            return FixPlan("safe", "take cos/sin in float32, then cast the tables", tuple(edits))
         return FixPlan("unsafe", "take cos/sin in float32, then cast the tables "
                                  "(other uses of the cast phase stay float32)", tuple(edits))
+
+    def _helper_fix(self, ctx: RuleContext, cast: Cast, calls: list[TrigInHelper]) -> FixPlan | None:
+        """Drop the cast and cast what each helper call returns: ``apply_rotary(q, freqs).to(q.dtype)``."""
+        split = self._split(ctx, cast)
+        helper = ctx.model.functions.get(calls[0].callee)
+        if split is None or helper is None or any(c.scope.symbol != cast.scope.symbol for c in calls):
+            return None
+        if any(isinstance(n, ast.Return) and isinstance(n.value, (ast.Tuple, ast.List)) for n in ast.walk(helper)):
+            return None  # it returns tables: casting its result would need one cast per element
+        stmt = ctx.model.statement_of.get(id(cast.node))
+        arguments = [arg for c in calls for arg in c.call.args if isinstance(arg, ast.Name)]
+        if not _only_read_by(ctx, cast, arguments):
+            return None
+        receiver_code, tail = split
+        target = cast.target_expr
+        target_activation = (target.value.id if isinstance(target, ast.Attribute) and target.attr == "dtype"
+                             and isinstance(target.value, ast.Name) else
+                             target.id if isinstance(target, ast.Name) and cast.method == "type_as" else None)
+        activations = cast.scope.params
+        safe = target_activation is not None and ACTIVATION_PARAMS.match(target_activation) is not None
+        edits: list[NodeEdit] = []
+        assigned = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+        if isinstance(assigned, ast.Name) and assigned.id == receiver_code and stmt.value is cast.node:
+            edits.append(DeleteLines(stmt))  # ``freqs = freqs.to(q.dtype)``: the line goes
+        else:
+            edits.append(Replace(cast.node, receiver_code))
+        for c in calls:
+            own = next((a.id for a in c.call.args if isinstance(a, ast.Name) and a.id in activations
+                        and ACTIVATION_PARAMS.match(a.id)), None)
+            if safe and own is not None:
+                edits.append(Replace(c.call, f"{ctx.code(c.call)}.to({own}.dtype)"))
+            else:
+                safe = False
+                edits.append(Replace(c.call, f"{ctx.code(c.call)}{tail}"))
+        why = "" if safe else " (assumes the helper's result should take the cast's dtype)"
+        return FixPlan("safe" if safe else "unsafe",
+                       f"pass the float32 phase to `{calls[0].callee}` and cast what it returns to the activation's "
+                       f"dtype{why}", tuple(edits))
+
+
+def _only_read_by(ctx: RuleContext, cast: Cast, readers: list) -> bool:  # type: ignore[type-arg]
+    """The cast is assigned to a name, and every later read of that name in the function is one of ``readers``."""
+    stmt = ctx.model.statement_of.get(id(cast.node))
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and stmt.value is cast.node and cast.scope.node is not None):
+        return False
+    name = stmt.targets[0].id
+    after = (stmt.end_lineno, stmt.end_col_offset)
+    wanted = {id(r) for r in readers if isinstance(r, ast.Name) and r.id == name}
+    loads = [n for n in ast.walk(cast.scope.node) if isinstance(n, ast.Name) and n.id == name
+             and isinstance(n.ctx, ast.Load) and (n.lineno, n.col_offset) > after]
+    return bool(loads) and all(id(n) in wanted for n in loads)
