@@ -4,6 +4,7 @@ import ast
 
 from ..diagnostics import FixPlan, Replace
 from ..model.events import Product
+from ..model.names import string_value
 from ..model.values import Dt
 from .base import Rule, RuleContext, as_float32
 
@@ -33,15 +34,92 @@ def elementwise_code(ctx: RuleContext, product: Product) -> str | None:
         + whole[spans.end_offset(right) - base:]
 
 
+def _parse_einsum(spec: str) -> tuple[list[str], str] | None:
+    spec = spec.replace(" ", "")
+    if spec.count("->") != 1:
+        return None
+    inputs, output = spec.split("->")
+    terms = inputs.split(",")
+    if len(terms) != 2:
+        return None
+    for term in (*terms, output):
+        letters = term[3:] if term.startswith("...") else term
+        if not (letters.isalpha() or letters == "") or len(set(letters)) != len(letters):
+            return None
+    return terms, output
+
+
+def broadcast_sum_code(ctx: RuleContext, product: Product) -> str | None:
+    """A summing einsum (or a matmul) of two operands as a float32 broadcast product summed over the
+    contracted letters: ``einsum("bsa,af->bsf", c, f)`` becomes
+    ``(c.float()[:, :, None, :] * f.float().permute(1, 0)[None, None, :, :]).sum(dim=-1)``, and
+    ``a @ b`` becomes ``(a.float()[..., :, :, None] * b.float()[..., None, :, :]).sum(dim=-2)``.
+    Autocast leaves both the product and the sum in float32."""
+    node = product.node
+    if len(product.operands) != 2:
+        return None
+    if product.form == "matmul":
+        left, right = (_float32(ctx, o, v) for o, v in zip(product.operands, product.operand_vals))
+        return f"({_indexed(left, '..., :, :, None')} * {_indexed(right, '..., None, :, :')}).sum(dim=-2)"
+    if product.form not in ("einsum-sum", "einsum-matmul") or not isinstance(node, ast.Call) or not node.args:
+        return None
+    spec = string_value(node.args[0])
+    parsed = _parse_einsum(spec) if spec is not None else None
+    if parsed is None:
+        return None
+    terms, output = parsed
+    out_ellipsis = output.startswith("...")
+    out_letters = output[3:] if out_ellipsis else output
+    bare = [term[3:] if term.startswith("...") else term for term in terms]
+    if any(term.startswith("...") for term in terms) and not out_ellipsis:
+        return None  # dims under the ellipsis would be summed too
+    summed = [c for c in dict.fromkeys(bare[0] + bare[1]) if c not in out_letters]
+    if not summed or any(c not in bare[0] + bare[1] for c in out_letters):
+        return None
+    target = out_letters + "".join(summed)
+    pieces = []
+    for term, letters, operand, val in zip(terms, bare, product.operands, product.operand_vals):
+        code = _float32(ctx, operand, val)
+        order = sorted(range(len(letters)), key=lambda i: target.index(letters[i]))
+        if order != list(range(len(letters))):
+            if term.startswith("..."):
+                return None  # a permutation behind an ellipsis needs the rank: left to a person
+            code = f"{code}.permute({', '.join(str(i) for i in order)})"
+        index = ["..."] if term.startswith("...") else []
+        index += [":" if letter in letters else "None" for letter in target]
+        pieces.append(_indexed(code, ", ".join(index)))
+    dims = ", ".join(str(-i) for i in range(len(summed), 0, -1))
+    dim = dims if len(summed) == 1 else f"({dims})"
+    return f"({pieces[0]} * {pieces[1]}).sum(dim={dim})"
+
+
+def _float32(ctx: RuleContext, operand: ast.AST, val) -> str:  # type: ignore[no-untyped-def]
+    return ctx.code(operand) if val.dtype is Dt.FULL else as_float32(ctx, operand)
+
+
+def _indexed(code: str, index: str) -> str:
+    try:
+        atom = isinstance(ast.parse(code, mode="eval").body, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
+    except SyntaxError:
+        atom = False
+    return f"{code}[{index}]" if atom else f"({code})[{index}]"
+
+
 def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
+    lval, rval = product.operand_vals if len(product.operand_vals) == 2 else (None, None)
+    shapes_proven = lval is not None and lval.last_is_one and rval.second_last_is_one  # type: ignore[union-attr]
+    if product.form == "einsum-sum" or (product.form in ("matmul", "einsum-matmul") and not shapes_proven):
+        summed = broadcast_sum_code(ctx, product)
+        if summed is None:
+            return None
+        rank = " (assumes both operands have at least two dimensions)" if product.form == "matmul" else ""
+        return FixPlan("unsafe", f"form the phase as a float32 broadcast product summed over the contracted index "
+                                 f"(it materialises the product before the sum: memory grows with the contracted "
+                                 f"size){rank}", (Replace(product.node, summed),))
     code = elementwise_code(ctx, product)
     if code is None:
         return None
-    lval, rval = product.operand_vals
-    shapes_proven = lval.last_is_one and rval.second_last_is_one
-    safety = "safe" if shapes_proven else "unsafe"
-    why = "" if shapes_proven else " (assumes the contracted dimension has size 1, as in an outer product)"
-    return FixPlan(safety, f"form the phase as an elementwise float32 product{why}", (Replace(product.node, code),))
+    return FixPlan("safe", "form the phase as an elementwise float32 product", (Replace(product.node, code),))
 
 
 class MatmulPhase(Rule):

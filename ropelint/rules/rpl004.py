@@ -5,7 +5,7 @@ import ast
 from ..diagnostics import DeleteLines, FixPlan, NodeEdit, Replace
 from ..model.events import Guard, Product
 from .base import Rule, RuleContext
-from .rpl003 import elementwise_code, elementwise_rewrite
+from .rpl003 import elementwise_rewrite
 
 
 class AutocastGuard(Rule):
@@ -28,15 +28,12 @@ class AutocastGuard(Rule):
         edits: list[NodeEdit] = []
         safe = True
         for product in products:
-            if product.form == "einsum-sum":
-                return None
-            if product.form in ("matmul", "einsum-matmul"):
+            if product.form in ("matmul", "einsum-matmul", "einsum-sum"):
                 plan = elementwise_rewrite(ctx, product)
-                code = elementwise_code(ctx, product)
-                if plan is None or code is None:
+                if plan is None:
                     return None
                 safe = safe and plan.safety == "safe"
-                rewrites.append((product.node, code))
+                rewrites.append((product.node, plan.edits[0].code))  # type: ignore[union-attr]
                 edits.extend(plan.edits)
         owner = guard.owner
         if isinstance(owner, (ast.With, ast.AsyncWith)):

@@ -1,0 +1,53 @@
+"""The RPL003 fix for a summing einsum: a float32 broadcast product summed over the contracted
+letters, which must equal the einsum it replaces for every layout it accepts."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from ropelint.fixer import fix_text  # noqa: E402
+from ropelint.rules import BY_CODE  # noqa: E402
+
+SOURCE = '''import torch
+
+
+def rotary_phase(coords, dim, base=10000.0):
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    freqs = torch.stack([inv_freq, 0.5 * inv_freq, 0.25 * inv_freq], dim={stack_dim})
+    return torch.einsum("{spec}", coords.float(), freqs)
+'''
+
+# (equation, coords shape, stack dim of the [3, f] or [f, 3] frequency matrix)
+CASES = [
+    ("bsa,af->bsf", (2, 5, 3), 0),
+    ("bsa,fa->bsf", (2, 5, 3), 1),
+    ("sa,af->sf", (7, 3), 0),
+    ("as,af->sf", (3, 7), 0),
+    ("...a,af->...f", (2, 4, 5, 3), 0),
+]
+
+
+def _run(source: str, coords: torch.Tensor) -> torch.Tensor:
+    namespace: dict = {}
+    exec(compile(source, "<rotary>", "exec"), namespace)  # noqa: S102 - the test's own source
+    return namespace["rotary_phase"](coords, 64)
+
+
+@pytest.mark.parametrize(("spec", "shape", "stack_dim"), CASES, ids=[c[0] for c in CASES])
+def test_summing_einsum_rewrite_equals_the_einsum(spec: str, shape: tuple[int, ...], stack_dim: int):
+    source = SOURCE.format(spec=spec, stack_dim=stack_dim)
+    outcome = fix_text("rotary.py", source, frozenset(BY_CODE), unsafe=True)
+    assert outcome.error is None
+    assert "einsum" not in outcome.fixed and ".sum(dim=-1)" in outcome.fixed
+    coords = torch.randint(0, 40000, shape).float()
+    expected = _run(source, coords.double()).double()
+    got = _run(outcome.fixed, coords)
+    assert got.dtype == torch.float32 and got.shape == expected.shape
+    torch.testing.assert_close(got.double(), expected, rtol=2e-6, atol=1e-3)
+    # Under CPU bfloat16 autocast the rewrite stays float32; the einsum does not.
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert _run(outcome.fixed, coords).dtype == torch.float32
+        assert _run(source, coords).dtype == torch.bfloat16
+    assert fix_text("rotary.py", outcome.fixed, frozenset(BY_CODE), unsafe=True).fixed == outcome.fixed
