@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 
-from ..diagnostics import AddImport, FixPlan, InsertAfterStatement
+from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, Replace
 from ..model.values import Role, StateKind, StateRef
 from ..vendor import IMPORT_MODULE
 from .base import RuleContext
@@ -51,28 +51,46 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
         return None, "the state is not registered by a method of a class in this file"
     cls_name, method_name = found
     info = ctx.model.classes[cls_name]
+    learnable = ref.kind is StateKind.PARAMETER and not ref.frozen
+    safety = "unsafe" if learnable else "safe"
+    why = f" ({LEARNABLE})" if learnable else ""
     if "_apply" in info.methods:
-        return None, f"`{cls_name}` already overrides `_apply`; make it keep `{ref.name}` float32"
+        names = _kept_names(info.methods["_apply"])
+        if names is None:
+            return None, f"`{cls_name}` already overrides `_apply`; make it keep `{ref.name}` float32"
+        held = [*(n.value for n in names.elts), *(n for n in _names(ctx, info, ref) if n not in
+                                                   {e.value for e in names.elts})]
+        code = "(" + ", ".join(f'"{name}"' for name in held) + ("," if len(held) == 1 else "") + ")"
+        return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts too (it joins the "
+                               f"`_apply` override){why}", (Replace(names, code),)), ""
     method = info.methods.get(method_name)
     if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None, "the registering method was not found"
     held = _names(ctx, info, ref)
     names = ", ".join(f'"{name}"' for name in held) + ("," if len(held) == 1 else "")
-    shown = ", ".join(f"`{name}`" for name in held)
     code = "\n".join([
         "",
-        f"def _apply(self, fn, *args, **kwargs):  # ropelint: dtype casts leave {shown} as built",
+        "def _apply(self, fn, *args, **kwargs):  # ropelint: module dtype casts leave the state named below as built",
         f"    return rope_runtime.apply_keeping_dtype(self, super()._apply, fn, ({names}), *args, **kwargs)",
     ])
-    learnable = ref.kind is StateKind.PARAMETER and not ref.frozen
-    safety = "unsafe" if learnable else "safe"
-    why = f" ({LEARNABLE})" if learnable else ""
     return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts with an `_apply` override "
                            f"(device moves still apply){why}",
                    (InsertAfterStatement(method, code), AddImport(IMPORT_MODULE))), ""
 
 
 ROTARY = frozenset({Role.INV_FREQ, Role.TABLE, Role.PHASE, Role.COMPLEX})
+
+
+def _kept_names(method: ast.AST) -> ast.Tuple | None:
+    """The names tuple of an ``_apply`` override this fix wrote earlier, else None."""
+    for node in ast.walk(method):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "apply_keeping_dtype" and len(node.args) >= 4:
+            names = node.args[3]
+            if isinstance(names, ast.Tuple) and all(isinstance(e, ast.Constant) and isinstance(e.value, str)
+                                                     for e in names.elts):
+                return names
+    return None
 
 
 def _names(ctx: RuleContext, info, ref: StateRef) -> list[str]:  # type: ignore[no-untyped-def]
