@@ -756,7 +756,9 @@ class Interpreter:
             self._eval(a, frame)
         for v in kw.values():
             self._eval(v, frame)
-        if isinstance(func, ast.Name) and func.id in ("float", "int", "len", "max", "min", "round"):
+        if isinstance(func, ast.Name) and func.id in ("int", "len", "round"):
+            return Val(frozenset({Role.SCALAR}), literal=0)  # an int: adding it keeps an integer tensor integer
+        if isinstance(func, ast.Name) and func.id in ("float", "max", "min"):
             return Val(frozenset({Role.SCALAR}))
         return UNKNOWN
 
@@ -876,7 +878,7 @@ class Interpreter:
                 out = v if out is UNKNOWN else join(out, v)
             if numpy and out.roles:
                 out = out.evolve(dtype=Dt.FULL)
-            return out.evolve(last_is_one=False, second_last_is_one=False, param=None)
+            return out.evolve(last_is_one=False, second_last_is_one=False)
         if tail in ("pow", "float_power") and len(vals) >= 2:
             return self._power(node, vals[0], vals[1], frame)
         if tail == "exp" and vals:
@@ -1003,7 +1005,11 @@ class Interpreter:
             if keep:
                 return receiver
             return receiver.evolve(last_is_one=False, second_last_is_one=False, literal=None)
-        if method in ("item", "tolist", "numel", "size", "dim"):
+        if method in ("max", "min", "amax", "amin") and not pos:
+            return Val(frozenset(), receiver.dtype)  # a reduction keeps the dtype; what it means is gone
+        if method in ("numel", "dim") or (method == "item" and receiver.dtype is Dt.INT):
+            return Val(frozenset({Role.SCALAR}), literal=0)
+        if method in ("item", "tolist", "size"):
             return Val(frozenset({Role.SCALAR}))
         return UNKNOWN
 

@@ -5,11 +5,18 @@ from __future__ import annotations
 import ast
 
 from ..diagnostics import FixPlan, Replace
-from ..model.names import qualname
+from ..model.events import Scope
+from ..model.interpreter import ACTIVATION_PARAMS
+from ..model.names import TORCH_DTYPES_INT, dotted, qualname
+from ..model.values import Dt, Role
 from .base import RuleContext, is_atom
 
+# Calls that take integer indices: positions made float32 would break them.
+INDEXING_CALLS = {"index_select", "gather", "embedding", "take", "take_along_dim", "scatter", "index_add",
+                  "index_copy", "index_fill", "bincount", "one_hot"}
 
-def float32_fix(ctx: RuleContext, site: ast.AST, what: str) -> FixPlan | None:
+
+def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> FixPlan | None:
     """``arange(..., dtype=X)`` -> ``dtype=torch.float32``; ``t.to(d)``/``t.type_as(b)``/``t.half()`` -> ``t.float()``."""
     if not isinstance(site, ast.Call):
         return None
@@ -20,19 +27,164 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str) -> FixPlan | None:
         args = [*site.args, *site.keywords]
         for kw in site.keywords:
             if kw.arg == "dtype":
-                return FixPlan("safe", f"build the {what} in float32",
-                               (Replace(kw.value, f"{torch}.float32"), *imports))
+                return _plan(ctx, site, kw.value, scope, what, f"build the {what} in float32",
+                             (Replace(kw.value, f"{torch}.float32"), *imports))
         call = ctx.code(site)
         # Append the keyword before the closing parenthesis, keeping everything else verbatim.
         head = call[: call.rstrip().rfind(")")]
         sep = ", " if args else ""
         if args and head.rstrip().endswith(","):
             sep = " "
-        return FixPlan("safe", f"build the {what} in float32",
-                       (Replace(site, f"{head.rstrip()}{sep}{new_arg})"), *imports))
+        return _plan(ctx, site, None, scope, what, f"build the {what} in float32",
+                     (Replace(site, f"{head.rstrip()}{sep}{new_arg})"), *imports))
     if isinstance(site.func, ast.Attribute):
         receiver = site.func.value
         text = ctx.code(receiver)
-        return FixPlan("safe", f"cast the {what} to float32",
-                       (Replace(site, f"{text}.float()" if is_atom(receiver) else f"({text}).float()"),))
+        target = site.args[0] if site.args else next((k.value for k in site.keywords if k.arg == "dtype"), site.func)
+        return _plan(ctx, site, target, scope, what, f"cast the {what} to float32",
+                     (Replace(site, f"{text}.float()" if is_atom(receiver) else f"({text}).float()"),))
     return None
+
+
+def _plan(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Scope, what: str, description: str,
+          edits: tuple) -> FixPlan:  # type: ignore[type-arg]
+    """Safe when nothing but the precision can change: the dtype was the implicit default (float32
+    unless a framework set a 16-bit default), or the cos/sin tables this function builds are cast
+    back to a dtype of their own before they leave it, and the values are never used as indices."""
+    why = _unsafe_because(ctx, site, dtype, scope)
+    if why.startswith("the tables no longer follow") and isinstance(dtype, ast.Name):
+        # Tables returned in the caller's dtype: compute in float32 and cast what is returned instead.
+        casts = _return_casts(ctx, scope, dtype.id)
+        if casts:
+            return FixPlan("safe", f"{description}, and return the tables in `{dtype.id}`", (*edits, *casts))
+    if why:
+        return FixPlan("unsafe", f"{description} ({why})", edits)
+    return FixPlan("safe", description, edits)
+
+
+def _return_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, ...]:
+    """``return cos, sin`` -> ``return cos.to(dtype), sin.to(dtype)`` for every return of cos/sin tables."""
+    fn = scope.node
+    if fn is None:
+        return ()
+    edits = []
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Return) or node.value is None:
+            continue
+        values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+        for value in values:
+            if not any(isinstance(n, ast.Call) and (getattr(n.func, "attr", None) or getattr(n.func, "id", None))
+                       in ("cos", "sin") for n in ast.walk(value)):
+                return ()  # something else is returned too: leave the returns alone
+            text = ctx.code(value)
+            edits.append(Replace(value, f"{text}.to({dtype})" if is_atom(value) else f"({text}).to({dtype})"))
+    return tuple(edits)
+
+
+def _unsafe_because(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Scope) -> str:
+    if _used_as_index(ctx, site, scope):
+        return "the values are also used as indices, which must stay integers"
+    if dtype is None or (dotted(dtype) or [""])[-1] in TORCH_DTYPES_INT:
+        return ""  # the dtype was the default's: float32 unless a framework set a 16-bit default
+    consumers = [p for p in ctx.model.products
+                 if any(s is site for s in (*p.positions.sites, *p.freq.sites))]
+    if not consumers:
+        if _only_read_as_float32(ctx, site, scope):
+            return ""
+        return "the values leave this function; code elsewhere may depend on their dtype"
+    caller = dtype.id if isinstance(dtype, ast.Name) and dtype.id in scope.params else None
+    return dtype_change(ctx, consumers, scope, caller)
+
+
+def dtype_change(ctx: RuleContext, products: list, scope: Scope, caller: str | None = None) -> str:  # type: ignore[type-arg]
+    """Why making these products' inputs float32 changes a dtype that matters ("" if it does not).
+
+    A rotary module that returns float32 tables or a float32 phase where it returned them in the
+    module's dtype is what the fix is for: the attention code casts them at its boundary. It
+    matters when the function itself multiplies activations by the tables (the rotated queries
+    and keys would come out float32 and meet bfloat16 values in the attention), or when its
+    tables or phase were meant to follow a ``dtype`` argument of the caller's."""
+    reaching: list = []
+    leaving = False
+    for product in products:
+        if product.positions.dtype is Dt.FULL or product.freq.dtype is Dt.FULL:
+            continue  # a float32 operand makes the phase float32 already (type promotion)
+        # The trig calls of phases in the same function (a phase can be joined with others on the way),
+        # and same-file helpers the phase is handed to for its cos/sin.
+        trigs = [t for t in (*ctx.model.trigs, *ctx.model.helper_trigs) if t.arg.product is product.node
+                 or (t.scope.symbol == product.scope.symbol and t.arg.has(Role.PHASE))]
+        if not trigs:
+            leaving = True
+        reaching += [t for t in trigs if t.arg.dtype is not Dt.FULL]
+    if not reaching and not leaving:
+        return ""
+    cast_in = {c.scope.symbol for c in ctx.model.casts
+               if (c.receiver.has(Role.TABLE) or c.receiver.has(Role.COMPLEX)) and c.target.dtype is not Dt.FULL}
+    if reaching and not leaving and all(t.scope.symbol in cast_in for t in reaching):
+        return ""
+    if caller is not None:
+        return f"the tables no longer follow `{caller}`, the caller's choice of dtype"
+    rotating = _rotates_activations(ctx, {t.scope.symbol for t in reaching} | {scope.symbol})
+    if rotating:
+        return (f"`{rotating}` is multiplied by the tables in this function and would come out float32, "
+                f"meeting 16-bit tensors in the attention")
+    return ""
+
+
+def _rotates_activations(ctx: RuleContext, symbols: set[str]) -> str | None:
+    """An activation parameter of one of these functions that is multiplied there (``x * cos``)."""
+    for symbol in symbols:
+        fn = _function(ctx, symbol)
+        if fn is None:
+            continue
+        names = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+                for side in (node.left, node.right):
+                    if isinstance(side, ast.Name) and side.id in names and ACTIVATION_PARAMS.match(side.id):
+                        return side.id
+    return None
+
+
+def _function(ctx: RuleContext, symbol: str):  # type: ignore[no-untyped-def]
+    parts = symbol.split(".")
+    if len(parts) == 1:
+        return ctx.model.functions.get(parts[0])
+    info = ctx.model.classes.get(parts[0])
+    return info.methods.get(parts[1]) if info is not None else None
+
+
+def _only_read_as_float32(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
+    """``x = <site>`` and every later read of ``x`` is ``x.float()`` or ``x.double()``: the dtype goes no further."""
+    stmt = ctx.model.statement_of.get(id(site))
+    fn = scope.node
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and stmt.value is site) or fn is None:
+        return False
+    name = stmt.targets[0].id
+    after = (stmt.end_lineno, stmt.end_col_offset)
+    widened = {id(node.func.value) for node in ast.walk(fn)
+               if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+               and node.func.attr in ("float", "double") and isinstance(node.func.value, ast.Name)}
+    loads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+             and (n.lineno, n.col_offset) > after]
+    return bool(loads) and all(id(n) in widened for n in loads)
+
+
+def _used_as_index(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
+    stmt = ctx.model.statement_of.get(id(site))
+    fn = scope.node
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)) \
+            or fn is None:
+        return False
+    name = stmt.targets[0].id
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Subscript) and any(isinstance(n, ast.Name) and n.id == name
+                                                   for n in ast.walk(node.slice)):
+            return True
+        if isinstance(node, ast.Call):
+            callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if callee in INDEXING_CALLS and any(isinstance(n, ast.Name) and n.id == name
+                                                for arg in node.args for n in ast.walk(arg)):
+                return True
+    return False

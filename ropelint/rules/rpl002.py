@@ -7,6 +7,7 @@ from ..model.events import Product, Registration
 from ..model.names import dotted, string_value
 from ..model.values import Role, StateKind, StateRead
 from .base import Rule, RuleContext
+from .casts import dtype_change
 from .construction import assigned_value, match_default
 from .keep import keep_fix, rotary_siblings
 
@@ -39,6 +40,11 @@ class InvFreqInModuleState(Rule):
                 fix, why = kept, ""
             elif fix is None:
                 why = f"{why}; {why_not}" if why and why_not else why or why_not
+        if fix is not None and fix.safety == "safe":
+            readers = [p for p in ctx.model.products if any(r.ref is ref for r in p.freq.reads)]
+            change = dtype_change(ctx, readers, product.scope)
+            if change:
+                fix = FixPlan("unsafe", f"{fix.description} ({change})", fix.edits)
         if fix is None and why:
             message += f" (no automatic fix: {why})"
         ctx.report(self.code, read.node, message, product.scope, fix)

@@ -16,4 +16,4 @@ class LowPrecisionPositions(Rule):
             for site in pos.sites:
                 message = (f"positions get a dtype that can be 16-bit here and reach {what} at line "
                            f"{ctx.line_of(used_at)}: bfloat16 cannot tell 256 from 257 (8184..8195 all become 8192)")
-                ctx.report(self.code, site, message, scope, float32_fix(ctx, site, "positions"))
+                ctx.report(self.code, site, message, scope, float32_fix(ctx, site, "positions", scope))

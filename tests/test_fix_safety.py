@@ -1,0 +1,123 @@
+"""Which fixes are safe: a safe fix changes precision only, never a dtype something else depends on."""
+
+from __future__ import annotations
+
+import textwrap
+
+from ropelint.engine import check_text
+from ropelint.fixer import fix_text
+from ropelint.rules import BY_CODE
+
+ALL = frozenset(BY_CODE)
+
+
+def _fixes(source: str) -> dict[str, tuple[str, str]]:
+    """code -> (safety, description) of the findings in ``source``."""
+    result = check_text("rotary.py", textwrap.dedent(source), ALL)
+    assert result.error is None
+    return {d.code: (d.fix.safety, d.fix.description) for d in result.diagnostics if d.fix is not None}
+
+
+def test_frequencies_in_the_activation_dtype_that_rotate_the_activation_are_unsafe():
+    # Rotating `x` in this function: float32 tables would make the rotated queries float32.
+    fixes = _fixes('''
+        import torch
+
+        def rotate_queries_or_keys(x, pos):
+            B, num_heads, N, D = x.size()
+            omega = torch.arange(D // 2, dtype=x.dtype, device=x.device)
+            omega /= D / 2.0
+            omega = 1.0 / 10000**omega
+            freq = pos.unsqueeze(-1) * omega
+            return x * freq.cos().repeat(1, 1, 1, 2) + x.flip(-1) * freq.sin().repeat(1, 1, 1, 2)
+        ''')
+    safety, description = fixes["RPL006"]
+    assert safety == "unsafe" and "`x` is multiplied by the tables" in description
+
+
+def test_frequencies_in_the_callers_dtype_get_their_tables_cast_back():
+    source = textwrap.dedent('''
+        import torch
+
+        def rope_table(positions, head_dim, base=10000.0, dtype=torch.float32):
+            exponent = torch.arange(0, head_dim, 2, dtype=dtype, device=positions.device) / head_dim
+            angles = positions.to(dtype)[:, None] * (1.0 / base**exponent)
+            return angles.cos(), angles.sin()
+        ''')
+    assert _fixes(source)["RPL006"][0] == "safe"
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False).fixed
+    assert "return angles.cos().to(dtype), angles.sin().to(dtype)" in fixed
+    assert "dtype=torch.float32, device=positions.device) / head_dim" in fixed
+    assert not check_text("rotary.py", fixed, ALL).diagnostics
+
+
+def test_positions_also_used_as_indices_are_unsafe():
+    fixes = _fixes('''
+        import torch
+
+        def tables(table, n, x, dim=64, base=10000.0):
+            inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            pos = torch.arange(n, dtype=x.dtype)
+            rows = table[pos]
+            freqs = pos[:, None] * inv_freq[None, :]
+            return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype), rows
+        ''')
+    safety, description = fixes["RPL005"]
+    assert safety == "unsafe" and "indices" in description
+
+
+def test_tables_cast_back_in_the_function_keep_the_fix_safe():
+    fixes = _fixes('''
+        import torch
+
+        def tables(n, x, dim=64, base=10000.0):
+            inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            pos = torch.arange(n, dtype=x.dtype, device=x.device)
+            freqs = pos[:, None] * inv_freq[None, :]
+            return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        ''')
+    assert fixes["RPL005"][0] == "safe"
+
+
+def test_a_learnable_parameter_gets_only_an_unsafe_keep():
+    fixes = _fixes('''
+        import torch
+        from torch import nn
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.inv_freq = nn.Parameter(1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim)))
+
+            def forward(self, x, position_ids):
+                freqs = position_ids[..., None].float() * self.inv_freq.float()
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        ''')
+    safety, description = fixes["RPL002"]
+    assert safety == "unsafe" and "_apply" in description and "mixed dtypes" in description
+
+
+def test_a_rebuild_is_not_offered_under_a_decorator_that_may_update_the_buffer():
+    fixes = _fixes('''
+        import torch
+        from torch import nn
+        from .rope_utils import dynamic_rope_update
+
+        class Rotary(nn.Module):
+            def __init__(self, config, device=None):
+                super().__init__()
+                self.config = config
+                inv_freq, self.attention_scaling = self.rope_init_fn(self.config, device)
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+            def rope_init_fn(self, config, device=None):
+                return 1.0 / (10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float32, device=device) / 64)), 1.0
+
+            @torch.no_grad()
+            @dynamic_rope_update
+            def forward(self, x, position_ids):
+                freqs = position_ids[..., None].float() * self.inv_freq[None, None, :].float()
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        ''')
+    safety, description = fixes["RPL002"]
+    assert safety == "safe" and "_apply" in description  # keeps the buffer; the decorator may rebuild it
