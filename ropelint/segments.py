@@ -127,17 +127,19 @@ def whole(text: str) -> Selection:
 
 
 _CONTINUATION = ("else", "elif", "except", "finally")
+# The offset scans below run on the file's UTF-8 bytes: a file with one emoji is a 4-byte-per-
+# character str, which every substring search would cross four times as slowly.
 # A line that starts at column 0 with code: not indented, blank, a comment or a closing bracket.
 # The pattern begins with a literal newline, so the scan jumps from line end to line end in C.
-_TOP_START = re.compile(r"\n(?=[^\s#)\]}\\])")
-_CLAUSE = re.compile(r"(?:else|elif|except|finally)\b")
+_TOP_START = re.compile(rb"\n(?=[^\s#)\]}\\])")
+_CLAUSE = re.compile(rb"(?:else|elif|except|finally)\b")
 # Every way ``_interesting`` can say yes needs one of these in the block; a block without one is
 # skipped without looking further.
 # Found with ``str.find`` (a regex alternation without a common prefix tries every position).
 # Few and long needles: each costs one pass over the text.
-_ANCHORS = ("arange(", "linspace(", "cos(", "sin(", "autocast", "register_buffer", "Buffer(", "Parameter(",
-            " @ ", "matmul", "einsum", "outer(")
-_HEAD = re.compile(r"^(?:class |def |async def )", re.MULTILINE)
+_ANCHORS = (b"arange(", b"linspace(", b"cos(", b"sin(", b"autocast", b"register_buffer", b"Buffer(", b"Parameter(",
+            b" @ ", b"matmul", b"einsum", b"outer(")
+_HEAD = re.compile(rb"^(?:class |def |async def )", re.MULTILINE)
 
 
 def _starts(lines: list[str], indent: str, begin: int, end: int) -> list[int]:
@@ -215,7 +217,7 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
 
 @dataclass
 class _Block:
-    begin: int  # offsets into the file text
+    begin: int  # offsets into the file's UTF-8 bytes
     end: int
     line: int  # 1-based first line
     lines: int
@@ -224,8 +226,8 @@ class _Block:
     name: str | None = None
     interesting: bool = False
 
-    def text(self, source: str) -> str:
-        return source[self.begin:self.end]
+    def text(self, source: bytes) -> str:
+        return source[self.begin:self.end].decode("utf-8", "surrogatepass")
 
 
 def _split_lines(text: str) -> list[str]:
@@ -235,7 +237,7 @@ def _split_lines(text: str) -> list[str]:
     return lines if lines[-1] else lines[:-1]
 
 
-def _top_blocks(text: str) -> list[_Block]:
+def _top_blocks(text: bytes) -> list[_Block]:
     """Top-level statements as offset ranges; a decorator run joins the definition below it."""
     # A clause (``else:``, ``except ...:``) continues the statement above it.
     offsets = [m.end() for m in _TOP_START.finditer(text) if not _CLAUSE.match(text, m.end())]
@@ -247,8 +249,8 @@ def _top_blocks(text: str) -> list[_Block]:
     line = 1
     pending: tuple[int, int] | None = None
     for a, b in zip(offsets, offsets[1:]):
-        count = text.count("\n", a, b)
-        if text.startswith("@", a):
+        count = text.count(b"\n", a, b)
+        if text.startswith(b"@", a):
             pending = pending or (a, line)
         else:
             begin, first = pending or (a, line)
@@ -260,7 +262,7 @@ def _top_blocks(text: str) -> list[_Block]:
     return blocks
 
 
-def _anchor_offsets(text: str) -> list[int]:
+def _anchor_offsets(text: bytes) -> list[int]:
     found = []
     find = text.find
     for token in _ANCHORS:
@@ -272,8 +274,9 @@ def _anchor_offsets(text: str) -> list[int]:
     return found
 
 
-def select(text: str) -> Selection | None:
+def select(source: str) -> Selection | None:
     """The segments worth parsing, or None when nothing in the file can hold RoPE code."""
+    text = source.encode("utf-8", "surrogatepass")
     blocks = _top_blocks(text)
     if not blocks:
         return None
@@ -284,17 +287,15 @@ def select(text: str) -> Selection | None:
             i += 1
         block.anchored = i < len(anchors) and anchors[i] < block.end
     for block in blocks:
-        if text.startswith(("import ", "from "), block.begin):
+        if text.startswith((b"import ", b"from "), block.begin):
             continue  # aliases come from the text scan; fixes insert imports by offset
         head = _HEAD.search(text, block.begin, block.end)
+        start = head.start() if head is not None else block.begin
+        line_end = text.find(b"\n", start, block.end)
+        block.head = text[start:line_end if line_end != -1 else block.end].decode("utf-8", "surrogatepass")
         if head is not None:
-            line_end = text.find("\n", head.start(), block.end)
-            block.head = text[head.start():line_end if line_end != -1 else block.end]
             name = _DEF_NAME.match(block.head)
             block.name = name.group(1) if name else None
-        else:
-            line_end = text.find("\n", block.begin, block.end)
-            block.head = text[block.begin:line_end if line_end != -1 else block.end]
         if block.anchored:
             block.interesting = _interesting(block.text(text), block.head, block.lines)
     # Functions that can hand rotary values to a caller: kept ones that speak of frequencies (by name
@@ -315,7 +316,7 @@ def select(text: str) -> Selection | None:
     kept: list[tuple[int, int, int]] = []  # (begin offset, end offset, first line)
     all_kept = True
     for block in blocks:
-        if not block.head or text.startswith(("import ", "from "), block.begin):
+        if not block.head or text.startswith((b"import ", b"from "), block.begin):
             all_kept = False
             continue
         interesting = block.interesting or (block.name is not None and block.name in strong)
@@ -335,19 +336,19 @@ def select(text: str) -> Selection | None:
             # Line ranges back to offsets: the class's lines are consecutive in the text.
             bounds = [block.begin]
             for ln in lines:
-                bounds.append(bounds[-1] + len(ln))
+                bounds.append(bounds[-1] + len(ln.encode("utf-8", "surrogatepass")))
             kept.extend((bounds[a], bounds[b], block.line + a) for a, b in parts)
         else:
             kept.append((block.begin, block.end, block.line))
     if not kept:
         return None
     if all_kept:
-        return whole(text)
+        return whole(source)
     parts_text: list[str] = []
     chunks: list[Chunk] = []
     synthetic = 1
     for begin, end, line in kept:
-        body = text[begin:end]
+        body = text[begin:end].decode("utf-8", "surrogatepass")
         count = body.count("\n")
         if not body.endswith("\n"):
             body += "\n"
