@@ -152,10 +152,10 @@ def fix(paths, write, unsafe_fixes, helper_mode, quiet, select, ignore, extend_s
     """
     import difflib
 
-    from .fixer import fix_text, write_atomic
+    from .fixer import write_atomic
     from .source import read_source
     from .reporters import text as text_reporter
-    from .runner import check_paths
+    from .runner import check_paths, fix_sources
 
     from . import vendor
 
@@ -169,12 +169,14 @@ def fix(paths, write, unsafe_fixes, helper_mode, quiet, select, ignore, extend_s
     applied = 0
     # In diff mode stdout carries only the patch (so it can be piped to `git apply`); the rest goes to stderr.
     out = _console(stderr=not write)
+    pending = []
     for result in results:
         if result.error is not None or not result.diagnostics:
             continue
         source = sources.get(result.path) or read_source(Path(result.path))
-        outcome = fix_text(result.path, source.text, settings.codes_for(source.path), unsafe=unsafe_fixes,
-                           newline=source.newline)
+        pending.append((result.path, source, settings.codes_for(source.path), unsafe_fixes))
+    outcomes = fix_sources(pending, jobs=jobs)
+    for (display, source, _, _), outcome in zip(pending, outcomes):
         if outcome.error is not None:
             errors.append(outcome.error)
         remaining.extend(outcome.remaining.diagnostics)
@@ -195,7 +197,7 @@ def fix(paths, write, unsafe_fixes, helper_mode, quiet, select, ignore, extend_s
         else:
             diff = difflib.unified_diff(
                 outcome.original.splitlines(keepends=True), fixed.splitlines(keepends=True),
-                fromfile=f"a/{result.path}", tofile=f"b/{result.path}",
+                fromfile=f"a/{display}", tofile=f"b/{display}",
             )
             sys.stdout.write("".join(diff))
     for target, text in sorted(vendored.items()):

@@ -64,23 +64,34 @@ def fix_text(path: str, text: str, codes: frozenset[str], *, unsafe: bool, newli
         candidate, count = apply_edits(current, todo)
         if candidate == current or count == 0:
             break
-        problem = _invalid(candidate)
+        problem = _invalid(candidate, full=False)
         if problem is not None:
-            line, message = problem
-            return FixOutcome(text, text, 0, check_text(path, text, codes, newline=newline),
-                              FileError(path, line, 1, f"fix not applied: the fixed code would not parse ({message})"))
+            return _refused(path, text, codes, newline, problem)
         current = candidate
         total += count
         result = check_text(path, current, codes, newline=newline)
+    if current != text:
+        # The final text also goes through LibCST, a second parser: nothing is written that either rejects.
+        problem = _invalid(current, full=True)
+        if problem is not None:
+            return _refused(path, text, codes, newline, problem)
     return FixOutcome(text, current, total, result)
 
 
-def _invalid(text: str) -> tuple[int, str] | None:
+def _refused(path: str, text: str, codes: frozenset[str], newline: str, problem: tuple[int, str]) -> FixOutcome:
+    line, message = problem
+    return FixOutcome(text, text, 0, check_text(path, text, codes, newline=newline),
+                      FileError(path, line, 1, f"fix not applied: the fixed code would not parse ({message})"))
+
+
+def _invalid(text: str, *, full: bool) -> tuple[int, str] | None:
     try:
-        cst.parse_module(text)
         compile(text, "<fixed>", "exec", dont_inherit=True)
-    except cst.ParserSyntaxError as exc:
-        return exc.raw_line, str(exc).splitlines()[0]
+        if full:
+            try:
+                cst.parse_module(text)
+            except cst.ParserSyntaxError as exc:
+                return exc.raw_line, str(exc).splitlines()[0]
     except SyntaxError as exc:
         return exc.lineno or 1, exc.msg
     return None

@@ -147,3 +147,24 @@ def check_paths(files: list[Path], settings: Settings, *, jobs: int | None = Non
     ordered = [results[i] for i in sorted(results)]
     ordered.sort(key=lambda r: r.path)
     return ordered, sources
+
+
+def _fix_task(task: tuple[str, SourceFile, frozenset[str], bool]):  # type: ignore[no-untyped-def]
+    from .fixer import fix_text
+
+    display, source, codes, unsafe = task
+    return fix_text(display, source.text, codes, unsafe=unsafe, newline=source.newline)
+
+
+def fix_sources(tasks: list[tuple[str, SourceFile, frozenset[str], bool]], *, jobs: int | None = None) -> list:  # type: ignore[type-arg]
+    """``fix_text`` for each (display path, source, codes, unsafe), on worker processes when there
+    are enough files; results in the order given."""
+    jobs = jobs or default_jobs()
+    if jobs > 1 and len(tasks) >= POOL_THRESHOLD:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        context = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
+            return list(pool.map(_fix_task, tasks, chunksize=max(1, len(tasks) // (jobs * 8))))
+    return [_fix_task(task) for task in tasks]

@@ -54,7 +54,24 @@ def test_fix_that_would_not_parse_is_not_applied():
     # The fixer's own path checks the result before accepting it.
     from ropelint import fixer
 
-    assert fixer._invalid(broken) is not None
+    assert fixer._invalid(broken, full=True) is not None
+
+
+def test_fix_text_refuses_a_round_whose_result_would_not_parse(monkeypatch):
+    from ropelint import fixer
+
+    text = EXAMPLE.read_text()
+    start = text.index("@")
+
+    def bogus(diagnostics, unsafe):  # type: ignore[no-untyped-def]
+        return [Diagnostic("RPL003", "rope-matmul-phase", "m", "x.py", 1, 1, 1, 2, "",
+                           FixInfo("safe", "break it", (TextEdit(start, start + 1, "@@ ("),)))]
+
+    monkeypatch.setattr(fixer, "applicable", bogus)
+    outcome = fixer.fix_text("x.py", text, ALL, unsafe=False)
+    assert outcome.fixed == text and not outcome.changed
+    assert outcome.error is not None and "would not parse" in outcome.error.message
+    assert {d.code for d in outcome.remaining.diagnostics} == {"RPL002", "RPL003"}
 
 
 def test_overlapping_fixes_apply_one_at_a_time_and_converge():
