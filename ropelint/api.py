@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import ast
+from pathlib import Path
 
 from .imports import scan_imports
 from .model.interpreter import analyse

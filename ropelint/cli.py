@@ -152,12 +152,11 @@ def fix(paths, write, unsafe_fixes, helper_mode, quiet, select, ignore, extend_s
     """
     import difflib
 
+    from . import vendor
     from .fixer import write_atomic
-    from .source import read_source
     from .reporters import text as text_reporter
     from .runner import check_paths, fix_sources
-
-    from . import vendor
+    from .source import read_source
 
     settings = _setup(paths, select, ignore, extend_select, config_path, helper_mode)
     files = _files(paths, settings)

@@ -13,8 +13,18 @@ import warnings
 
 from . import segments, vendor
 from .catalogue import INFO
-from .diagnostics import (AddImport, DeleteLines, Diagnostic, FileError, FileResult, Finding, FixInfo,
-                          InsertAfterStatement, Replace, TextEdit)
+from .diagnostics import (
+    AddImport,
+    DeleteLines,
+    Diagnostic,
+    FileError,
+    FileResult,
+    Finding,
+    FixInfo,
+    InsertAfterStatement,
+    Replace,
+    TextEdit,
+)
 from .imports import ImportTable, scan_imports
 from .model.interpreter import FileModel, analyse
 from .rules import BY_CODE, RuleContext

@@ -10,10 +10,9 @@ from pathlib import Path
 from . import segments
 from .cache import Cache, content_key
 from .config import Settings
-from .diagnostics import FileError
-from .diagnostics import FileResult
-from .triage import prefilter_enabled, syntax_error
+from .diagnostics import FileError, FileResult
 from .source import SourceError, SourceFile, read_source
+from .triage import prefilter_enabled, syntax_error
 
 # Below this many files to parse, a process pool costs more than it saves.
 POOL_THRESHOLD = 6

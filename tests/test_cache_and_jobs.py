@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 from conftest import EXAMPLE, run_cli
+
 from ropelint.cache import Cache
 from ropelint.config import load_settings
 from ropelint.runner import check_paths

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+
 from ropelint import __version__
 
 EXE = shutil.which("ropelint")

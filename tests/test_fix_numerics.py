@@ -15,6 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from fixture_expectations import FIXTURES  # noqa: E402
+
 from ropelint.api import find_rotary_symbols  # noqa: E402
 from ropelint.engine import check_text  # noqa: E402
 from ropelint.probe import ProbeSetupError, run_matrix  # noqa: E402

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLE, run_cli
+
 from ropelint.diagnostics import Diagnostic, FixInfo, TextEdit
 from ropelint.fixer import apply_edits, fix_text, write_atomic
 from ropelint.rules import BY_CODE

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from fixture_expectations import FIXTURES, case_files, expected_findings
+
 from ropelint.engine import check_text
 from ropelint.fixer import fix_text
 from ropelint.rules import BY_CODE

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLE, run_cli
+
 from ropelint import vendor
 
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import ast
+from dataclasses import dataclass
 
 from .values import StateRef, Val
 

@@ -10,14 +10,22 @@ with its parameters described by their names, so the result does not depend on c
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 
-import ast
-
 from ..imports import ImportTable
 from ..spans import Spans
-from .events import Cast, Guard, InvFreqBuilt, Product, Registration, Scope, Trig, TrigInHelper
+from .events import (
+    Cast,
+    Guard,
+    InvFreqBuilt,
+    Product,
+    Registration,
+    Scope,
+    Trig,
+    TrigInHelper,
+)
 from .names import (
     AUTOCAST,
     CUSTOM_FWD,
@@ -32,7 +40,17 @@ from .names import (
     qualname,
     string_value,
 )
-from .values import UNKNOWN, Dt, Role, StateKind, StateRead, StateRef, Val, dtype_val, join
+from .values import (
+    UNKNOWN,
+    Dt,
+    Role,
+    StateKind,
+    StateRead,
+    StateRef,
+    Val,
+    dtype_val,
+    join,
+)
 
 POSITION_PARAMS = re.compile(
     r"^(position_ids|positions?|pos|pos_ids|position|cache_position|seq_pos|t|seq|timesteps?|offsets?)$"

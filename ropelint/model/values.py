@@ -7,10 +7,9 @@ known low precision or integer, or decided at run time (the module's dtype, an a
 
 from __future__ import annotations
 
+import ast
 import enum
 from dataclasses import dataclass
-
-import ast
 
 
 class Dt(enum.Enum):

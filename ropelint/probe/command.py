@@ -8,8 +8,19 @@ from collections.abc import Sequence
 import click
 from rich.console import Console
 
-from ropelint.probe.loader import LoadError, load_file, resolve_symbol, rotary_symbols, split_target
-from ropelint.probe.matrix import ALL_AUTOCASTS, pairs_from, parse_numbers, parse_positions
+from ropelint.probe.loader import (
+    LoadError,
+    load_file,
+    resolve_symbol,
+    rotary_symbols,
+    split_target,
+)
+from ropelint.probe.matrix import (
+    ALL_AUTOCASTS,
+    pairs_from,
+    parse_numbers,
+    parse_positions,
+)
 from ropelint.probe.render import json_document, render_error_text, render_text
 from ropelint.probe.results import ProbeReport
 

@@ -8,7 +8,11 @@ from dataclasses import dataclass
 import torch
 
 from ropelint.probe.readings import Table, expand
-from ropelint.probe.tolerance import phase_tolerance, trig_tolerance, wrapped_angle_error
+from ropelint.probe.tolerance import (
+    phase_tolerance,
+    trig_tolerance,
+    wrapped_angle_error,
+)
 
 
 @dataclass(frozen=True)

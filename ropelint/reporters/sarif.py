@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from .. import __version__
-from ..diagnostics import Diagnostic, FileError
 from ..catalogue import CATALOGUE as ALL_RULES
+from ..diagnostics import Diagnostic, FileError
 
 
 def render(diagnostics: list[Diagnostic], errors: list[FileError]) -> str:

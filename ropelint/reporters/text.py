@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Console
 from rich.text import Text
 
 from ..diagnostics import Diagnostic, FileError
-from pathlib import Path
-
 from ..source import SourceError, SourceFile, read_source
 
 

@@ -6,10 +6,9 @@ only reads the model and calls ``ctx.report``.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar
-
-import ast
 
 from ..catalogue import INFO, FixAvailability
 from ..diagnostics import AddImport, Finding, FixPlan, NodeEdit

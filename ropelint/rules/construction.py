@@ -7,8 +7,6 @@ smoothing, factor lists) is left to the module's own code and the fix says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import ast
 from dataclasses import dataclass
 

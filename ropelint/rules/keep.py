@@ -22,6 +22,20 @@ LEARNABLE = ("a learnable Parameter stays float32 after `module.half()`/`.bfloat
              "convert: optimizers and checkpoints see mixed dtypes, and FSDP/ZeRO flat parameters need one dtype")
 
 
+def already_kept(ctx: RuleContext, reg) -> bool:  # type: ignore[no-untyped-def]
+    """The registering class keeps this state's dtype already (an ``_apply`` override names it)."""
+    owner = ctx.model.classes.get(reg.scope.symbol.split(".")[0])
+    return owner is not None and reg.ref.name in owner.repaired
+
+
+def report_kept(ctx: RuleContext, code: str, reg, message: str, what: str) -> None:  # type: ignore[no-untyped-def]
+    """Report state a module cast would round, with the ``_apply`` fix (or why there is none)."""
+    fix, why = keep_fix(ctx, reg.ref, what)
+    if fix is None and why:
+        message += f" (no automatic fix: {why})"
+    ctx.report(code, reg.node, message, reg.scope, fix)
+
+
 def rotary_siblings(ctx: RuleContext, ref: StateRef) -> list[str]:
     """Tables, phases or complex rotations that module casts convert, registered by the class that
     registers ``ref``: rebuilding ``ref`` alone would leave them rounded."""

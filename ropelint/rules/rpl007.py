@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-from collections import defaultdict
-
 import ast
+from collections import defaultdict
 
 from ..diagnostics import DeleteLines, FixPlan, NodeEdit, Replace
 from ..model.events import Cast, Trig, TrigInHelper
@@ -17,23 +16,11 @@ class TrigAfterDowncast(Rule):
     def check(self, ctx: RuleContext) -> None:
         phase_casts = {id(c.node): c for c in ctx.model.casts
                        if c.receiver.has(Role.PHASE) and c.target.dtype is not Dt.INT}
-        trigs: dict[int, list[Trig]] = defaultdict(list)
-        for trig in ctx.model.trigs:
-            site = trig.arg.site
-            if trig.arg.dtype.can_be_16bit and site is not None and id(site) in phase_casts:
-                trigs[id(site)].append(trig)
-        for key, found in trigs.items():
-            cast = phase_casts[key]
+        for cast, found in _by_cast(ctx.model.trigs, phase_casts):
             message = (f"phase cast to a dtype that can be 16-bit before cos/sin at line {ctx.line_of(found[0].node)}: "
                        f"the rounding of the angle is amplified by its size; take cos/sin in float32 and cast the tables")
             ctx.report(self.code, cast.node, message, cast.scope, self._fix(ctx, cast, found))
-        helpers: dict[int, list[TrigInHelper]] = defaultdict(list)
-        for helper in ctx.model.helper_trigs:
-            site = helper.arg.site
-            if helper.arg.dtype.can_be_16bit and site is not None and id(site) in phase_casts:
-                helpers[id(site)].append(helper)
-        for key, calls in helpers.items():
-            cast = phase_casts[key]
+        for cast, calls in _by_cast(ctx.model.helper_trigs, phase_casts):
             message = (f"phase cast to a dtype that can be 16-bit, then passed to `{calls[0].callee}` which takes "
                        f"its cos/sin (line {ctx.line_of(calls[0].call)}); cast the tables instead")
             ctx.report(self.code, cast.node, message, cast.scope, self._helper_fix(ctx, cast, calls))
@@ -108,6 +95,16 @@ class TrigAfterDowncast(Rule):
         return FixPlan("safe" if safe else "unsafe",
                        f"pass the float32 phase to `{calls[0].callee}` and cast what it returns to the activation's "
                        f"dtype{why}", tuple(edits))
+
+
+def _by_cast(events, phase_casts: dict[int, Cast]):  # type: ignore[no-untyped-def]
+    """Trig events (in place or in a helper) whose argument was made 16-bit-able by one of the casts, grouped by cast."""
+    grouped: dict[int, list] = defaultdict(list)  # type: ignore[type-arg]
+    for event in events:
+        site = event.arg.site
+        if event.arg.dtype.can_be_16bit and site is not None and id(site) in phase_casts:
+            grouped[id(site)].append(event)
+    return [(phase_casts[key], found) for key, found in grouped.items()]
 
 
 def _only_read_by(ctx: RuleContext, cast: Cast, readers: list) -> bool:  # type: ignore[type-arg]
