@@ -161,10 +161,11 @@ def _text_edits(edits, spans: Spans, file_spans: Spans, model: FileModel, select
             stmt = _statement(edit.node, model)
             if stmt is None:
                 continue
-            _, column = spans.start(stmt)
+            first_line, column = spans.start(stmt)
+            indent = spans.line_text(first_line)[:column]  # the statement's own indentation, tabs included
             offset, prefix = after_line(selection.to_file_line(stmt.end_lineno))  # type: ignore[attr-defined]
             # Every line at the statement's indentation (a multi-line insertion carries its own nesting).
-            lines = [" " * column + line if line.strip() else "" for line in edit.code.split("\n")]
+            lines = [indent + line if line.strip() else "" for line in edit.code.split("\n")]
             yield TextEdit(offset, offset, prefix + own("\n".join(lines)) + newline)
             continue
         if isinstance(edit, AddImport):

@@ -88,3 +88,16 @@ def test_write_atomic_leaves_no_temp_files(tmp_path: Path):
     write_atomic(target, b"x = 2\n")
     assert target.read_text() == "x = 2\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.py"]
+
+
+def test_inserted_lines_take_the_files_own_indentation():
+    """A tab-indented module gets tab-indented insertions (spaces there would be a TabError)."""
+    import re
+
+    tabbed = "\n".join(re.sub(r"^((?:    )+)", lambda m: "\t" * (len(m.group(1)) // 4), line)
+                       for line in EXAMPLE.read_text().split("\n"))
+    outcome = fix_text("rotary.py", tabbed, ALL, unsafe=False)
+    assert outcome.error is None and outcome.applied == 2
+    compile(outcome.fixed, "rotary.py", "exec")
+    inserted = next(line for line in outcome.fixed.split("\n") if "_inv_freq_spec = (" in line)
+    assert inserted.startswith("\t\tself._inv_freq_spec")
