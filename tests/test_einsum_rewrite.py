@@ -51,3 +51,16 @@ def test_summing_einsum_rewrite_equals_the_einsum(spec: str, shape: tuple[int, .
         assert _run(outcome.fixed, coords).dtype == torch.float32
         assert _run(source, coords).dtype == torch.bfloat16
     assert fix_text("rotary.py", outcome.fixed, frozenset(BY_CODE), unsafe=True).fixed == outcome.fixed
+
+
+def test_a_contraction_over_a_stack_of_a_few_axes_is_safe_and_any_other_is_not():
+    from ropelint.engine import check_text
+
+    stacked = SOURCE.format(spec="bsa,af->bsf", stack_dim=0)
+    fixes = {d.code: d.fix.safety for d in check_text("r.py", stacked, frozenset(BY_CODE)).diagnostics if d.fix}
+    assert fixes["RPL003"] == "safe"
+    learned = stacked.replace("freqs = torch.stack([inv_freq, 0.5 * inv_freq, 0.25 * inv_freq], dim=0)",
+                              "freqs = mixing @ torch.diag(inv_freq)").replace("def rotary_phase(coords, dim,",
+                                                                                "def rotary_phase(coords, mixing, dim,")
+    fixes = {d.code: d.fix.safety for d in check_text("r.py", learned, frozenset(BY_CODE)).diagnostics if d.fix}
+    assert fixes.get("RPL003") == "unsafe"

@@ -4,9 +4,10 @@ import ast
 
 from ..diagnostics import FixPlan, Replace
 from ..model.events import Product
-from ..model.names import string_value
+from ..model.names import number, qualname, string_value
 from ..model.values import Dt
 from .base import Rule, RuleContext, as_float32
+from .construction import assigned_value
 
 MATMUL_FORMS = ("matmul", "einsum-sum", "einsum-matmul")
 
@@ -93,6 +94,59 @@ def broadcast_sum_code(ctx: RuleContext, product: Product) -> str | None:
     return f"({pieces[0]} * {pieces[1]}).sum(dim={dim})"
 
 
+SMALL_CONTRACTION = 4
+
+
+def small_contraction(ctx: RuleContext, product: Product) -> bool:
+    """Every contracted letter of the einsum indexes an axis that a ``torch.stack`` of a few tensors
+    made (``coords = torch.stack([t, s], dim=-1)``): the broadcast product is at most a few times
+    the phase, so writing it out costs nothing that matters."""
+    node = product.node
+    spec = string_value(node.args[0]) if isinstance(node, ast.Call) and node.args else None
+    parsed = _parse_einsum(spec) if spec is not None else None
+    if parsed is None or product.scope.node is None:
+        return False
+    terms, output = parsed
+    out_letters = output[3:] if output.startswith("...") else output
+    bare = [term[3:] if term.startswith("...") else term for term in terms]
+    summed = [c for c in dict.fromkeys(bare[0] + bare[1]) if c not in out_letters]
+    for letter in summed:
+        if not any(letter in letters and _stacked_axis(ctx, product, operand, letters.index(letter), len(letters))
+                   for letters, operand in zip(bare, product.operands)):
+            return False
+    return bool(summed)
+
+
+def _stacked_axis(ctx: RuleContext, product: Product, operand: ast.AST, axis: int, rank: int) -> bool:
+    """``operand`` (or the one value its name is assigned) is ``torch.stack([...], dim=...)`` of at most a
+    few tensors along ``axis`` of its ``rank`` axes, maybe followed by ``.float()``/``.to(...)``."""
+    if isinstance(operand, ast.Name):
+        found = assigned_value(product.scope.node, operand.id, product.node)
+        if found is None or found[0] is None or found[1] is not None:
+            return False
+        operand = found[0]
+    while isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute) \
+            and operand.func.attr in ("float", "to", "double", "contiguous"):
+        operand = operand.func.value
+    if not (isinstance(operand, ast.Call) and (qualname(operand.func, ctx.imports) or "") == "torch.stack"
+            and operand.args and isinstance(operand.args[0], (ast.List, ast.Tuple))):
+        return False
+    items = operand.args[0].elts
+    given = [k.value for k in operand.keywords if k.arg == "dim"] + list(operand.args[1:2])
+    dim = _int_literal(given[0]) if given else 0
+    if dim is None or not 0 < len(items) <= SMALL_CONTRACTION or any(isinstance(i, ast.Starred) for i in items):
+        return False
+    return dim == axis or dim == axis - rank
+
+
+def _int_literal(node: ast.AST) -> int | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = number(node.operand)
+        return -inner if isinstance(inner, int) else None
+    value = number(node)
+    return value if isinstance(value, int) else None
+
+
 def _float32(ctx: RuleContext, operand: ast.AST, val) -> str:  # type: ignore[no-untyped-def]
     return ctx.code(operand) if val.dtype is Dt.FULL else as_float32(ctx, operand)
 
@@ -112,6 +166,9 @@ def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
         summed = broadcast_sum_code(ctx, product)
         if summed is None:
             return None
+        if product.form != "matmul" and small_contraction(ctx, product):
+            return FixPlan("safe", "form the phase as a float32 broadcast product summed over the contracted index "
+                                   "(a stack of a few axes)", (Replace(product.node, summed),))
         rank = " (assumes both operands have at least two dimensions)" if product.form == "matmul" else ""
         return FixPlan("unsafe", f"form the phase as a float32 broadcast product summed over the contracted index "
                                  f"(it materialises the product before the sum: memory grows with the contracted "
