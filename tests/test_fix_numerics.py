@@ -103,7 +103,9 @@ def test_fixed_module_exports_and_loads_on_meta_whenever_the_original_does(name:
 EXPORT_META = [("hf_matmul_438.py", "LlamaRotaryEmbedding"), ("hf_autocast_guard_440.py", "MistralRotaryEmbedding"),
                ("partial_rotary.py", "PhiRotaryEmbedding"), ("dspark_int_cast.py", "DraftRotaryEmbedding"),
                ("axial_2d_vision.py", "VisionRotaryEmbedding"), ("alias_torch_as_th.py", "AliasGuardedRotary"),
-               ("nn_buffer_style.py", "RotaryEmbedding")]
+               ("nn_buffer_style.py", "RotaryEmbedding"), ("hf_matmul_438.py", "GemmaRotaryEmbedding"),
+               ("lazy_inv_freq_registration.py", "GemmaRotaryEmbedding"),
+               ("lazy_inv_freq_registration.py", "BaichuanRotaryEmbedding")]
 
 
 @pytest.mark.parametrize(("name", "symbol"), EXPORT_META, ids=lambda v: str(v))

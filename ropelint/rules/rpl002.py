@@ -10,6 +10,7 @@ from .base import Rule, RuleContext
 from .casts import dtype_change
 from .construction import assigned_value, match_default
 from .keep import keep_fix, rotary_siblings
+from .lazy import lazy_default
 
 RUNTIME_IMPORT = "from ropelint import runtime as rope_runtime"
 # Decorators that run the method as written: they cannot update module state behind its back.
@@ -60,6 +61,9 @@ class InvFreqInModuleState(Rule):
         ref = read.ref
         if ref.kind is StateKind.PARAMETER and not ref.frozen:
             return None, "a Parameter may be learned, so it cannot be rebuilt from its construction", False
+        lazy = self._lazy(ctx, product, read)
+        if lazy is not None:
+            return lazy, "", False
         if "{}" in ref.name:
             return None, "the buffer's name is built at run time (one buffer per layer type or loop step)", False
         family = self._family(ctx, ref.node)
@@ -203,6 +207,18 @@ class InvFreqInModuleState(Rule):
             if writers - {reg.scope.symbol}:
                 return True
         return False
+
+    def _lazy(self, ctx: RuleContext, product: Product, read: StateRead) -> FixPlan | None:
+        """State built on the first forward from the default construction: computed in forward instead."""
+        name = read.ref.name
+        info = ctx.model.classes.get(product.scope.symbol.split(".")[0])
+        spec = lazy_default(ctx, info, name) if info is not None else None
+        if spec is None:
+            return None
+        call = f"rope_runtime.inv_freq({spec[0]}, {spec[1]}, device={self._device(product)})"
+        return FixPlan("safe", f"compute `{name}` in float32 on the positions' device in forward, as the first "
+                               f"forward built it (the lazy build stays for other readers)",
+                       (Replace(read.node, call), AddImport(RUNTIME_IMPORT)))
 
     @staticmethod
     def _updating_decorator(ctx: RuleContext, product: Product) -> str | None:
