@@ -44,29 +44,36 @@ def lazy_default(ctx: RuleContext, info: ClassInfo, name: str) -> tuple[str, str
     return specs.pop() if len(specs) == 1 else None
 
 
-def _writes(method: ast.AST, name: str):  # type: ignore[no-untyped-def]
-    """(method name, written value, enclosing if-tests, method) for each write of ``self.<name>``."""
-    out = []
+def _guarded(method: ast.AST):  # type: ignore[no-untyped-def]
+    """Every node of the method's body with the tests of the ``if`` statements it sits under."""
+    out: list = []  # type: ignore[type-arg]
 
     def visit(body: list, guards: list) -> None:  # type: ignore[type-arg]
         for stmt in body:
             if isinstance(stmt, ast.If):
                 visit(stmt.body, [*guards, stmt.test])
                 visit(stmt.orelse, guards)
-                continue
-            for node in ast.walk(stmt):
-                if isinstance(node, (ast.Assign, ast.AnnAssign)):
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    for target in targets:
-                        if isinstance(target, ast.Attribute) and target.attr == name \
-                                and isinstance(target.value, ast.Name) and target.value.id == "self":
-                            out.append((method.name, node.value, guards, method))  # type: ignore[attr-defined]
-                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                        and node.func.attr == "register_buffer" and len(node.args) >= 2 \
-                        and isinstance(node.args[0], ast.Constant) and node.args[0].value == name:
-                    out.append((method.name, node.args[1], guards, method))  # type: ignore[attr-defined]
+            else:
+                out.extend((node, guards) for node in ast.walk(stmt))
 
     visit(method.body, [])  # type: ignore[attr-defined]
+    return out
+
+
+def _writes(method: ast.AST, name: str):  # type: ignore[no-untyped-def]
+    """(method name, written value, enclosing if-tests, method) for each write of ``self.<name>``."""
+    out = []
+    for node, guards in _guarded(method):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Attribute) and target.attr == name \
+                        and isinstance(target.value, ast.Name) and target.value.id == "self":
+                    out.append((method.name, node.value, guards, method))  # type: ignore[attr-defined]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "register_buffer" and len(node.args) >= 2 \
+                and isinstance(node.args[0], ast.Constant) and node.args[0].value == name:
+            out.append((method.name, node.args[1], guards, method))  # type: ignore[attr-defined]
     return out
 
 
@@ -99,21 +106,9 @@ def _called_only_first_time(info: ClassInfo, method_name: str, name: str) -> boo
 
 
 def _calls(method: ast.AST, callee: str):  # type: ignore[no-untyped-def]
-    out = []
-
-    def visit(body: list, guards: list) -> None:  # type: ignore[type-arg]
-        for stmt in body:
-            if isinstance(stmt, ast.If):
-                visit(stmt.body, [*guards, stmt.test])
-                visit(stmt.orelse, guards)
-                continue
-            for node in ast.walk(stmt):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == callee \
-                        and isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
-                    out.append((method, guards, node))
-
-    visit(method.body, [])  # type: ignore[attr-defined]
-    return out
+    return [(method, guards, node) for node, guards in _guarded(method)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == callee
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"]
 
 
 def _stable(info: ClassInfo, node: ast.AST) -> bool:
