@@ -9,6 +9,7 @@ times faster than LibCST (measured on the transformers 5.24 tree: 0.19 s against
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 
 from . import segments, vendor
@@ -80,7 +81,7 @@ def check_text(path: str, text: str, codes: frozenset[str], *, prefilter: bool |
     try:
         spans = Spans(selection.code)
         model = analyse(module, imports, spans)
-        findings = run_rules(model, imports, codes, spans, selection)
+        findings = run_rules(model, imports, codes, spans, selection, text)
         if not findings:
             return FileResult(path, parsed=True)
         return FileResult(path, _to_diagnostics(path, text, findings, spans, model, selection, imports, newline),
@@ -103,11 +104,16 @@ def _vendored(path: str, text: str, codes: frozenset[str]) -> FileResult:
                       parsed=False)
 
 
+_TOP_LEVEL_NAME = re.compile(r"^(?:(?:async\s+)?def|class)\s+(\w+)|^(\w+)\s*(?::[^=\n]*)?=(?!=)", re.MULTILINE)
+
+
 def run_rules(model: FileModel, imports: ImportTable, codes: frozenset[str], spans: Spans,
-              selection: segments.Selection) -> list[Finding]:
+              selection: segments.Selection, text: str = "") -> list[Finding]:
     if not (model.products or model.casts or model.registrations or model.inv_freqs or model.trigs):
         return []
-    ctx = RuleContext(model, imports, spans, line_of=lambda node: selection.to_file_line(node.lineno))  # type: ignore[attr-defined]
+    names = frozenset(a or b for a, b in _TOP_LEVEL_NAME.findall(text or selection.code))
+    ctx = RuleContext(model, imports, spans, line_of=lambda node: selection.to_file_line(node.lineno),  # type: ignore[attr-defined]
+                      module_names=names)
     for code in sorted(codes):
         if code in BY_CODE:
             BY_CODE[code]().check(ctx)

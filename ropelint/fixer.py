@@ -33,7 +33,8 @@ def apply_edits(text: str, diagnostics: list[Diagnostic]) -> tuple[str, int]:
             continue
         accepted.extend(edits)
         count += 1
-    for edit in sorted(accepted, key=lambda e: (e.start, e.end), reverse=True):
+    # From the end backwards; insertions at one point end up in the order the fixes listed them.
+    for _, edit in sorted(enumerate(accepted), key=lambda p: (p[1].start, p[1].end, p[0]), reverse=True):
         text = text[: edit.start] + edit.text + text[edit.end:]
     return text, count
 

@@ -105,7 +105,10 @@ EXPORT_META = [("hf_matmul_438.py", "LlamaRotaryEmbedding"), ("hf_autocast_guard
                ("axial_2d_vision.py", "VisionRotaryEmbedding"), ("alias_torch_as_th.py", "AliasGuardedRotary"),
                ("nn_buffer_style.py", "RotaryEmbedding"), ("hf_matmul_438.py", "GemmaRotaryEmbedding"),
                ("lazy_inv_freq_registration.py", "GemmaRotaryEmbedding"),
-               ("lazy_inv_freq_registration.py", "BaichuanRotaryEmbedding")]
+               ("lazy_inv_freq_registration.py", "BaichuanRotaryEmbedding"),
+               ("scaled_inline_constructions.py", "YarnRotaryEmbedding"),
+               ("scaled_inline_constructions.py", "Llama3ScaledRotaryEmbedding"),
+               ("mixed_axis_summing_einsum.py", "MixedAxisRotaryEmbedding")]
 
 
 @pytest.mark.parametrize(("name", "symbol"), EXPORT_META, ids=lambda v: str(v))

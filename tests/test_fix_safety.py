@@ -121,3 +121,33 @@ def test_a_rebuild_is_not_offered_under_a_decorator_that_may_update_the_buffer()
         ''')
     safety, description = fixes["RPL002"]
     assert safety == "safe" and "_apply" in description  # keeps the buffer; the decorator may rebuild it
+
+
+def test_an_init_construction_is_copied_into_a_builder_unless_something_changes_it_in_place():
+    source = textwrap.dedent('''
+        import math
+
+        import torch
+        from torch import nn
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0, factor=4.0):
+                super().__init__()
+                self.factor = factor
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+                wavelen = 2 * math.pi / inv_freq
+                inv_freq = torch.where(wavelen > 8192, inv_freq / factor, inv_freq)
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+            def forward(self, x, position_ids):
+                freqs = position_ids[..., None].float() * self.inv_freq
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        ''')
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False).fixed
+    assert "def _build_inv_freq(self, dim, base, factor, device=None):" in fixed
+    assert "self._inv_freq_args = (dim, base, factor)" in fixed
+    assert "self._build_inv_freq(*self._inv_freq_args, device=device)" in fixed
+    assert not check_text("rotary.py", fixed, ALL).diagnostics
+    mutated = source.replace("        wavelen = 2 * math.pi / inv_freq\n",
+                             "        wavelen = 2 * math.pi / inv_freq\n        inv_freq.mul_(1.0)\n")
+    assert "_apply" in _fixes(mutated)["RPL002"][1]

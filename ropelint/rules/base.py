@@ -24,6 +24,8 @@ class RuleContext:
     imports: ImportTable
     spans: Spans
     line_of: Callable[[ast.AST], int]  # the line in the file, for messages
+    # Names the file defines at top level (functions, classes, assignments), selected for parsing or not.
+    module_names: frozenset[str] = frozenset()
     findings: list[Finding] = field(default_factory=list)
     _seen: set[tuple[str, int]] = field(default_factory=set)
 

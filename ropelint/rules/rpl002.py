@@ -7,6 +7,7 @@ from ..model.events import Product, Registration
 from ..model.names import dotted, string_value
 from ..model.values import Role, StateKind, StateRead
 from .base import Rule, RuleContext
+from .builder import extract_builder
 from .casts import dtype_change
 from .construction import assigned_value, match_default
 from .keep import keep_fix, rotary_siblings
@@ -86,9 +87,13 @@ class InvFreqInModuleState(Rule):
         if value is None:
             return None, "the registered value is not a single expression", False
         index = None
-        if isinstance(value, ast.Name):
-            assigned = assigned_value(reg.scope.node, value.id, reg.node)
+        local = value.id if isinstance(value, ast.Name) else None
+        if local is not None:
+            assigned = assigned_value(reg.scope.node, local, reg.node)
             if assigned is None or assigned[0] is None:
+                built = self._builder_fix(ctx, product, read, reg, local)
+                if built is not None:
+                    return built, "", False
                 return None, "the frequencies are assigned more than once before registration", False
             value, index = assigned
         device = self._device(product)
@@ -102,7 +107,7 @@ class InvFreqInModuleState(Rule):
                 edits: list = [Replace(read.node, call), AddImport(RUNTIME_IMPORT)]
                 if captured:
                     edits.insert(0, InsertAfterStatement(
-                        reg.node, f"self.{args_attr} = ({', '.join(captured)},)  # ropelint: arguments to rebuild "
+                        reg.node, f"self.{args_attr} = {_tuple(captured)}  # ropelint: arguments to rebuild "
                                   f"`{ref.name}` in forward"))
                 return FixPlan(
                     "safe",
@@ -110,6 +115,9 @@ class InvFreqInModuleState(Rule):
                     f"(nothing updates it after `__init__`; the helper rejects a 16-bit result at run time)",
                     tuple(edits),
                 ), "", False
+            built = self._builder_fix(ctx, product, read, reg, local) if local is not None else None
+            if built is not None:
+                return built, "", False
             return None, ("the construction is not the default `1 / (base ** (arange(0, dim, 2) / dim))`; "
                           "rebuild it in float32 inside forward with the module's own code"), False
         dim_code, base_code = spec
@@ -208,6 +216,28 @@ class InvFreqInModuleState(Rule):
                 return True
         return False
 
+    def _builder_fix(self, ctx: RuleContext, product: Product, read: StateRead, reg: Registration,
+                     local: str) -> FixPlan | None:
+        """Several statements of ``__init__`` compute the state: copy them into a builder method forward calls."""
+        info = ctx.model.classes.get(reg.scope.symbol.split(".")[0])
+        init = reg.scope.node
+        if info is None or not isinstance(init, ast.FunctionDef):
+            return None
+        builder = extract_builder(ctx, info, init, reg.node, local, read.ref.name)
+        if builder is None:
+            return None
+        args_attr = f"_{read.ref.name.strip('_')}_args"
+        arguments = f"*self.{args_attr}, " if builder.args else ""
+        call = (f"rope_runtime.inv_freq_from(lambda device: self.{builder.name}({arguments}device=device), "
+                f"device={self._device(product)})")
+        edits: list = [InsertAfterStatement(init, builder.code), Replace(read.node, call), AddImport(RUNTIME_IMPORT)]
+        if builder.args:
+            edits.insert(0, InsertAfterStatement(reg.node, f"self.{args_attr} = {_tuple(builder.args)}  "
+                                                           f"# ropelint: arguments to rebuild `{read.ref.name}` in forward"))
+        return FixPlan("safe", f"rebuild `{read.ref.name}` in forward with a copy of the `__init__` statements that "
+                               f"compute it (nothing updates it after `__init__`; the helper rejects a 16-bit result "
+                               f"at run time)", tuple(edits))
+
     def _lazy(self, ctx: RuleContext, product: Product, read: StateRead) -> FixPlan | None:
         """State built on the first forward from the default construction: computed in forward instead."""
         name = read.ref.name
@@ -257,6 +287,10 @@ class InvFreqInModuleState(Rule):
         if "device" in scope.params:
             return "device"
         return f"self.{product.freq.read.ref.name}.device" if product.freq.read else "None"
+
+
+def _tuple(items) -> str:  # type: ignore[no-untyped-def]
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
 
 
 def match_default_or_none(ctx: RuleContext, value: ast.expr) -> tuple[str, str] | None:
