@@ -66,6 +66,9 @@ class InvFreqInModuleState(Rule):
         if lazy is not None:
             return lazy, "", False
         if "{}" in ref.name:
+            per_layer = self._per_layer_fix(ctx, product, read)
+            if per_layer is not None:
+                return per_layer, "", False
             return None, "the buffer's name is built at run time (one buffer per layer type or loop step)", False
         family = self._family(ctx, ref.node)
         registrations = [r for r in ctx.model.registrations
@@ -237,6 +240,98 @@ class InvFreqInModuleState(Rule):
         return FixPlan("safe", f"rebuild `{read.ref.name}` in forward with a copy of the `__init__` statements that "
                                f"compute it (nothing updates it after `__init__`; the helper rejects a 16-bit result "
                                f"at run time)", tuple(edits))
+
+    def _per_layer_fix(self, ctx: RuleContext, product: Product, read: StateRead) -> FixPlan | None:
+        """One buffer per layer type, ``register_buffer(f"{layer_type}_inv_freq", init_fn(config, device, ...))`` in
+        a loop of ``__init__``: the arguments of each call are recorded under the buffer's name, and forward calls
+        the same function again for the name it reads."""
+        ref = read.ref
+        regs = [r for r in ctx.model.registrations if r.ref is ref]
+        info = ctx.model.classes.get(product.scope.symbol.split(".")[0])
+        if len(regs) != 1 or info is None or not isinstance(read.node, ast.Call) or len(read.node.args) != 2:
+            return None
+        reg = regs[0]
+        init = reg.scope.node
+        if not isinstance(init, ast.FunctionDef) or reg.scope.symbol.rsplit(".", 1)[-1] != "__init__":
+            return None
+        family = self._family(ctx, reg.node)
+        writers = set().union(*(ctx.model.classes[c].writes.get(ref.name, set()) for c in family
+                                if c in ctx.model.classes))
+        if writers - {reg.scope.symbol} or self._updating_decorator(ctx, product) is not None:
+            return None
+        name_node, value = self._template_registration(reg.node)
+        if name_node is None or not isinstance(value, ast.Name) \
+                or string_value(name_node) != string_value(read.node.args[1]) or ref.name.count("{}") != 1:
+            return None
+        assigned = assigned_value(init, value.id, reg.node)
+        if assigned is None or not isinstance(assigned[0], ast.Call):
+            return None
+        call, index = assigned
+        again = self._call_again_in_loop(ctx, call, init)
+        if again is None:
+            return None
+        rebuilt, captured = again
+        if index is not None:
+            rebuilt = f"{rebuilt}[{index}]"
+        attr = f"_{ref.name.replace('{}', '').strip('_')}_args"
+        key = ctx.code(name_node)
+        record = (f"self.{attr} = {{**getattr(self, {attr!r}, {{}}), {key}: {_tuple(captured) if captured else '()'}}}"
+                  f"  # ropelint: arguments to rebuild `{ref.name}` in forward")
+        lookup = f"self.{attr}[{ctx.code(read.node.args[1])}]"
+        code = (f"rope_runtime.inv_freq_from(lambda device, args={lookup}: {rebuilt}, "
+                f"device={self._device(product)})")
+        return FixPlan("safe", f"rebuild each `{ref.name}` in forward with the call that built it in `__init__` "
+                               f"(nothing updates them after `__init__`; the helper rejects a 16-bit result at run "
+                               f"time)", (InsertAfterStatement(reg.node, record), Replace(read.node, code),
+                                          AddImport(RUNTIME_IMPORT)))
+
+    @staticmethod
+    def _template_registration(node: ast.AST) -> tuple[ast.AST | None, ast.AST | None]:
+        """(name expression, value) of ``self.register_buffer(f"...", value)`` or ``setattr(self, f"...", nn.Buffer(value))``."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer" \
+                and len(node.args) >= 2:
+            return node.args[0], node.args[1]
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr" and len(node.args) == 3 \
+                and isinstance(node.args[2], ast.Call) and node.args[2].args:
+            return node.args[1], node.args[2].args[0]
+        return None, None
+
+    @staticmethod
+    def _call_again_in_loop(ctx: RuleContext, call: ast.Call, init: ast.FunctionDef) -> tuple[str, list[str]] | None:
+        """The call as a builder body over ``args``: every argument but constants, ``self`` attributes and the
+        device comes from the recorded tuple, and so does a callee chosen in the loop (a local)."""
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            return None
+        captured: list[str] = []
+
+        def take(text: str) -> str:
+            captured.append(text)
+            return f"args[{len(captured) - 1}]"
+
+        func = call.func
+        parts = dotted(func)
+        if parts is None:
+            return None
+        if parts[0] == "self" or (len(parts) == 1 and parts[0] in ctx.model.functions):
+            callee = ctx.code(func)
+        elif len(parts) == 1:
+            callee = take(parts[0])  # a function chosen per iteration
+        else:
+            callee = ctx.code(func) if parts[0] in ctx.imports.names else None  # type: ignore[assignment]
+            if callee is None:
+                return None
+        args: list[str] = []
+        saw_device = False
+        for keyword, arg in [(None, a) for a in call.args] + [(k.arg, k.value) for k in call.keywords]:
+            if (isinstance(arg, ast.Name) and arg.id == "device") or keyword == "device":
+                text, saw_device = "device", True
+            elif isinstance(arg, ast.Constant) or (dotted(arg) or [""])[0] == "self":
+                text = ctx.code(arg)
+            else:
+                text = take(ctx.code(arg))
+            args.append(f"{keyword}={text}" if keyword is not None else text)
+        rebuilt = f"{callee}({', '.join(args)})"
+        return (rebuilt if saw_device else f"{rebuilt}.to(device)"), captured
 
     def _lazy(self, ctx: RuleContext, product: Product, read: StateRead) -> FixPlan | None:
         """State built on the first forward from the default construction: computed in forward instead."""
