@@ -12,6 +12,7 @@ from .casts import dtype_change
 from .construction import assigned_value, match_default
 from .keep import keep_fix, rotary_siblings
 from .lazy import lazy_default
+from .rebuild import rebuild_call
 
 RUNTIME_IMPORT = "from ropelint import runtime as rope_runtime"
 # Decorators that run the method as written: they cannot update module state behind its back.
@@ -103,7 +104,7 @@ class InvFreqInModuleState(Rule):
         spec = match_default_or_none(ctx, value) if index is None else None
         if spec is None:
             args_attr = f"_{ref.name.strip('_')}_args"
-            again = self._call_again(ctx, value, index, reg.scope.node, args_attr)
+            again = rebuild_call(ctx, value, lambda i: f"self.{args_attr}[{i}]", index)
             if again is not None:
                 rebuilt, captured = again
                 call = (f"rope_runtime.inv_freq_from(lambda device: {rebuilt}, device={device})")
@@ -132,48 +133,6 @@ class InvFreqInModuleState(Rule):
             f"rebuild `{ref.name}` in float32 on the positions' device in forward (the buffer stays registered)",
             (InsertAfterStatement(reg.node, init_line), Replace(read.node, call), AddImport(RUNTIME_IMPORT)),
         ), "", False
-
-    @staticmethod
-    def _call_again(ctx: RuleContext, value: ast.expr, index: int | None, init: ast.FunctionDef,
-                    args_attr: str) -> tuple[str, list[str]] | None:
-        """``self.rope_init_fn(self.config, device)`` or ``band_inv_freq(dim, theta)`` as the body of a
-        builder ``lambda device: ...`` for forward.
-
-        Constants and ``self`` attributes mean the same in forward; any other argument (a local of
-        ``__init__``) is captured right after the registration into ``self.<args_attr>``. The device
-        argument becomes the builder's ``device``; a call without one is moved there with ``.to``.
-        """
-        if not isinstance(value, ast.Call):
-            return None
-        func = value.func
-        params = {p.arg for p in (*init.args.args, *init.args.kwonlyargs, *init.args.posonlyargs)}
-        parts = dotted(func)
-        if parts is None or (parts[0] != "self" and (parts[0] in params or len(parts) != 1
-                                                     or parts[0] not in ctx.model.functions)):
-            return None
-        args: list[str] = []
-        captured: list[str] = []
-        saw_device = False
-        if any(k.arg is None for k in value.keywords):
-            return None  # **kwargs
-        given = [(None, a) for a in value.args] + [(k.arg, k.value) for k in value.keywords]
-        for keyword, arg in given:
-            if isinstance(arg, ast.Starred):
-                return None
-            text = ctx.code(arg)
-            is_device = (isinstance(arg, ast.Name) and arg.id == "device") or keyword == "device"
-            if is_device:
-                text, saw_device = "device", True
-            elif not (isinstance(arg, ast.Constant) or (dotted(arg) or [""])[0] == "self"):
-                captured.append(text)
-                text = f"self.{args_attr}[{len(captured) - 1}]"
-            args.append(f"{keyword}={text}" if keyword is not None else text)
-        call = f"{ctx.code(func)}({', '.join(args)})"
-        if index is not None:
-            call = f"{call}[{index}]"
-        if not saw_device:
-            call = f"{call}.to(device)"
-        return call, captured
 
     @staticmethod
     def _registered_expression(reg: Registration) -> ast.expr | None:
@@ -267,12 +226,10 @@ class InvFreqInModuleState(Rule):
         if assigned is None or not isinstance(assigned[0], ast.Call):
             return None
         call, index = assigned
-        again = self._call_again_in_loop(ctx, call, init)
+        again = rebuild_call(ctx, call, lambda i: f"args[{i}]", index)
         if again is None:
             return None
         rebuilt, captured = again
-        if index is not None:
-            rebuilt = f"{rebuilt}[{index}]"
         attr = f"_{ref.name.replace('{}', '').strip('_')}_args"
         key = ctx.code(name_node)
         record = (f"self.{attr} = {{**getattr(self, {attr!r}, {{}}), {key}: {_tuple(captured) if captured else '()'}}}"
@@ -295,43 +252,6 @@ class InvFreqInModuleState(Rule):
                 and isinstance(node.args[2], ast.Call) and node.args[2].args:
             return node.args[1], node.args[2].args[0]
         return None, None
-
-    @staticmethod
-    def _call_again_in_loop(ctx: RuleContext, call: ast.Call, init: ast.FunctionDef) -> tuple[str, list[str]] | None:
-        """The call as a builder body over ``args``: every argument but constants, ``self`` attributes and the
-        device comes from the recorded tuple, and so does a callee chosen in the loop (a local)."""
-        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-            return None
-        captured: list[str] = []
-
-        def take(text: str) -> str:
-            captured.append(text)
-            return f"args[{len(captured) - 1}]"
-
-        func = call.func
-        parts = dotted(func)
-        if parts is None:
-            return None
-        if parts[0] == "self" or (len(parts) == 1 and parts[0] in ctx.model.functions):
-            callee = ctx.code(func)
-        elif len(parts) == 1:
-            callee = take(parts[0])  # a function chosen per iteration
-        else:
-            callee = ctx.code(func) if parts[0] in ctx.imports.names else None  # type: ignore[assignment]
-            if callee is None:
-                return None
-        args: list[str] = []
-        saw_device = False
-        for keyword, arg in [(None, a) for a in call.args] + [(k.arg, k.value) for k in call.keywords]:
-            if (isinstance(arg, ast.Name) and arg.id == "device") or keyword == "device":
-                text, saw_device = "device", True
-            elif isinstance(arg, ast.Constant) or (dotted(arg) or [""])[0] == "self":
-                text = ctx.code(arg)
-            else:
-                text = take(ctx.code(arg))
-            args.append(f"{keyword}={text}" if keyword is not None else text)
-        rebuilt = f"{callee}({', '.join(args)})"
-        return (rebuilt if saw_device else f"{rebuilt}.to(device)"), captured
 
     def _lazy(self, ctx: RuleContext, product: Product, read: StateRead) -> FixPlan | None:
         """State built on the first forward from the default construction: computed in forward instead."""
