@@ -115,19 +115,9 @@ def check_paths(files: list[Path], settings: Settings, *, jobs: int | None = Non
                     continue
         task = Task(path, display, settings.codes_for(path), syntax_all, use_prefilter, cache is not None)
         pending.append((index, task, stat))
-    jobs = jobs or default_jobs()
     _CACHE = cache
     try:
-        if jobs > 1 and len(pending) >= POOL_THRESHOLD:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            context = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
-            with ProcessPoolExecutor(max_workers=min(jobs, len(pending)), mp_context=context) as pool:
-                chunk = max(1, len(pending) // (jobs * 16))
-                done = list(pool.map(_run_task, [task for _, task, _ in pending], chunksize=chunk))
-        else:
-            done = [_run_task(task) for _, task, _ in pending]
+        done = _map(_run_task, [task for _, task, _ in pending], jobs, chunks_per_job=16)
     finally:
         _CACHE = None
     for (index, task, stat), outcome in zip(pending, done):
@@ -158,12 +148,17 @@ def _fix_task(task: tuple[str, SourceFile, frozenset[str], bool]):  # type: igno
 def fix_sources(tasks: list[tuple[str, SourceFile, frozenset[str], bool]], *, jobs: int | None = None) -> list:  # type: ignore[type-arg]
     """``fix_text`` for each (display path, source, codes, unsafe), on worker processes when there
     are enough files; results in the order given."""
-    jobs = jobs or default_jobs()
-    if jobs > 1 and len(tasks) >= POOL_THRESHOLD:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+    return _map(_fix_task, tasks, jobs, chunks_per_job=8)
 
-        context = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
-        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
-            return list(pool.map(_fix_task, tasks, chunksize=max(1, len(tasks) // (jobs * 8))))
-    return [_fix_task(task) for task in tasks]
+
+def _map(fn, tasks: list, jobs: int | None, *, chunks_per_job: int) -> list:  # type: ignore[no-untyped-def, type-arg]
+    """``fn`` over ``tasks`` in order, on forked worker processes when there are enough of them."""
+    jobs = jobs or default_jobs()
+    if jobs <= 1 or len(tasks) < POOL_THRESHOLD:
+        return [fn(task) for task in tasks]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
+        return list(pool.map(fn, tasks, chunksize=max(1, len(tasks) // (jobs * chunks_per_job))))

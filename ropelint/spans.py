@@ -55,13 +55,3 @@ class Spans:
     def text(self, node: ast.AST) -> str:
         """The node's exact source (a parenthesised expression's own parentheses excluded)."""
         return self.code[self.start_offset(node):self.end_offset(node)]
-
-    def splice(self, node: ast.AST, replacements: list[tuple[ast.AST, str]]) -> str:
-        """The node's source with the sources of some nodes inside it replaced."""
-        base = self.start_offset(node)
-        text = self.text(node)
-        spans = sorted(((self.start_offset(n) - base, self.end_offset(n) - base, code) for n, code in replacements),
-                       reverse=True)
-        for begin, end, code in spans:
-            text = text[:begin] + code + text[end:]
-        return text

@@ -441,7 +441,6 @@ class Interpreter:
             for name in self._params(stmt):
                 inner.env[name] = self._param_val(name)
             self._block(stmt.body, inner)
-            self._current = stmt
 
     def _items_of(self, node: ast.expr, frame: Frame) -> tuple[Val, ...] | None:
         if isinstance(node, (ast.Tuple, ast.List)):

@@ -65,6 +65,32 @@ class Rule:
         raise NotImplementedError
 
 
+def assigned_name(ctx: RuleContext, node: ast.AST, *, whole: bool = True) -> tuple[ast.Assign, str] | None:
+    """The statement ``name = <node>`` and the name (``whole=False``: ``node`` anywhere in its value)."""
+    stmt = ctx.model.statement_of.get(id(node))
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+            and (stmt.value is node or not whole):
+        return stmt, stmt.targets[0].id
+    return None
+
+
+def only_read_by(ctx: RuleContext, node: ast.AST, fn: ast.AST | None, allowed: set[int]) -> bool:
+    """``name = <node>``, and every later read of ``name`` in ``fn`` is one of the ``allowed`` Name nodes (by id)."""
+    found = assigned_name(ctx, node)
+    if found is None or fn is None:
+        return False
+    stmt, name = found
+    after = (stmt.end_lineno, stmt.end_col_offset)
+    loads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+             and (n.lineno, n.col_offset) > after]
+    return bool(loads) and all(id(n) in allowed for n in loads)
+
+
+def tuple_code(items: list[str] | tuple[str, ...]) -> str:
+    """Source of a tuple of these expressions: ``()``, ``(a,)``, ``(a, b)``."""
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
 def is_atom(node: ast.AST) -> bool:
     """Safe to append ``.attr`` without parentheses."""
     return isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))

@@ -101,8 +101,7 @@ def _defined(stmt: ast.stmt) -> set[str] | None:
 
 
 def _loads(stmt: ast.stmt) -> set[str]:
-    value = stmt.value if not isinstance(stmt, ast.AugAssign) else stmt.value  # type: ignore[attr-defined]
-    return {n.id for n in ast.walk(value) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}  # type: ignore[attr-defined]
 
 
 def _may_change(stmt: ast.stmt, names: set[str]) -> bool:

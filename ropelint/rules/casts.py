@@ -9,7 +9,7 @@ from ..model.events import Scope
 from ..model.interpreter import ACTIVATION_PARAMS
 from ..model.names import TORCH_DTYPES_INT, dotted, qualname
 from ..model.values import Dt, Role
-from .base import RuleContext, is_atom
+from .base import RuleContext, assigned_name, is_atom, only_read_by
 
 # Calls that take integer indices: positions made float32 would break them.
 INDEXING_CALLS = {"index_select", "gather", "embedding", "take", "take_along_dim", "scatter", "index_add",
@@ -156,28 +156,17 @@ def _function(ctx: RuleContext, symbol: str):  # type: ignore[no-untyped-def]
 
 def _only_read_as_float32(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
     """``x = <site>`` and every later read of ``x`` is ``x.float()`` or ``x.double()``: the dtype goes no further."""
-    stmt = ctx.model.statement_of.get(id(site))
-    fn = scope.node
-    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-            and stmt.value is site) or fn is None:
-        return False
-    name = stmt.targets[0].id
-    after = (stmt.end_lineno, stmt.end_col_offset)
-    widened = {id(node.func.value) for node in ast.walk(fn)
-               if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-               and node.func.attr in ("float", "double") and isinstance(node.func.value, ast.Name)}
-    loads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-             and (n.lineno, n.col_offset) > after]
-    return bool(loads) and all(id(n) in widened for n in loads)
+    widened = {id(node.func.value) for node in ast.walk(scope.node) if isinstance(node, ast.Call)
+               and isinstance(node.func, ast.Attribute) and node.func.attr in ("float", "double")} if scope.node else set()
+    return only_read_by(ctx, site, scope.node, widened)
 
 
 def _used_as_index(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
-    stmt = ctx.model.statement_of.get(id(site))
+    found = assigned_name(ctx, site, whole=False)
     fn = scope.node
-    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)) \
-            or fn is None:
+    if found is None or fn is None:
         return False
-    name = stmt.targets[0].id
+    name = found[1]
     for node in ast.walk(fn):
         if isinstance(node, ast.Subscript) and any(isinstance(n, ast.Name) and n.id == name
                                                    for n in ast.walk(node.slice)):

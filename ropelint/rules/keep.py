@@ -16,8 +16,10 @@ import ast
 from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, Replace
 from ..model.values import Role, StateKind, StateRef
 from ..vendor import IMPORT_MODULE
-from .base import RuleContext
+from .base import RuleContext, tuple_code
 
+DERIVED = frozenset({Role.TABLE, Role.PHASE, Role.COMPLEX})  # values built from the frequencies
+ROTARY = DERIVED | {Role.INV_FREQ}
 LEARNABLE = ("a learnable Parameter stays float32 after `module.half()`/`.bfloat16()` while the other parameters "
              "convert: optimizers and checkpoints see mixed dtypes, and FSDP/ZeRO flat parameters need one dtype")
 
@@ -42,10 +44,14 @@ def rotary_siblings(ctx: RuleContext, ref: StateRef) -> list[str]:
     found = registering_class(ctx, ref)
     if found is None:
         return []
-    derived = {Role.TABLE, Role.PHASE, Role.COMPLEX}
-    return [reg.ref.name for reg in ctx.model.registrations
-            if reg.ref is not ref and reg.ref.follows_module_casts and reg.scope.symbol.split(".")[0] == found[0]
-            and reg.value.roles & derived and not reg.value.has(Role.INV_FREQ)]
+    return [reg.ref.name for reg in _other_state(ctx, found[0], ref)
+            if reg.value.roles & DERIVED and not reg.value.has(Role.INV_FREQ)]
+
+
+def _other_state(ctx: RuleContext, class_name: str, ref: StateRef) -> list:  # type: ignore[type-arg]
+    """Registrations of other state that module casts convert, made by the class ``class_name``."""
+    return [reg for reg in ctx.model.registrations
+            if reg.ref is not ref and reg.ref.follows_module_casts and reg.scope.symbol.split(".")[0] == class_name]
 
 
 def registering_class(ctx: RuleContext, ref: StateRef) -> tuple[str, str] | None:
@@ -74,25 +80,22 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
             return None, f"`{cls_name}` already overrides `_apply`; make it keep `{ref.name}` float32"
         held = [*(n.value for n in names.elts), *(n for n in _names(ctx, info, ref) if n not in
                                                    {e.value for e in names.elts})]
-        code = "(" + ", ".join(f'"{name}"' for name in held) + ("," if len(held) == 1 else "") + ")"
         return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts too (it joins the "
-                               f"`_apply` override){why}", (Replace(names, code),)), ""
+                               f"`_apply` override){why}", (Replace(names, _quoted(held)),)), ""
     method = info.methods.get(method_name)
     if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None, "the registering method was not found"
-    held = _names(ctx, info, ref)
-    names = ", ".join(f'"{name}"' for name in held) + ("," if len(held) == 1 else "")
     code = "\n".join([
         "",
         "def _apply(self, fn, *args, **kwargs):  # ropelint: module dtype casts leave the state named below as built",
-        f"    return rope_runtime.apply_keeping_dtype(self, super()._apply, fn, ({names}), *args, **kwargs)",
+        f"    return rope_runtime.apply_keeping_dtype(self, super()._apply, fn, {_quoted(_names(ctx, info, ref))}, *args, "
+        "**kwargs)",
     ])
     return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts with an `_apply` override "
                            f"(device moves still apply){why}",
                    (InsertAfterStatement(method, code), AddImport(IMPORT_MODULE))), ""
 
 
-ROTARY = frozenset({Role.INV_FREQ, Role.TABLE, Role.PHASE, Role.COMPLEX})
 
 
 def _kept_names(method: ast.AST) -> ast.Tuple | None:
@@ -110,10 +113,9 @@ def _kept_names(method: ast.AST) -> ast.Tuple | None:
 def _names(ctx: RuleContext, info, ref: StateRef) -> list[str]:  # type: ignore[no-untyped-def]
     """The state and the other rotary state the class registers (``original_inv_freq``, cached
     cos/sin tables): one override keeps them all, or a cast-and-back still rounds the tables."""
-    names = [ref.name]
-    for reg in ctx.model.registrations:
-        other = reg.ref
-        if other is not ref and other.name not in names and other.follows_module_casts \
-                and reg.scope.symbol.split(".")[0] == info.name and reg.value.roles & ROTARY:
-            names.append(other.name)
-    return names
+    others = [reg.ref.name for reg in _other_state(ctx, info.name, ref) if reg.value.roles & ROTARY]
+    return list(dict.fromkeys([ref.name, *others]))
+
+
+def _quoted(names: list[str]) -> str:
+    return tuple_code([f'"{name}"' for name in names])

@@ -6,7 +6,7 @@ from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, Replace
 from ..model.events import Product, Registration
 from ..model.names import dotted, string_value
 from ..model.values import Role, StateKind, StateRead
-from .base import Rule, RuleContext
+from .base import Rule, RuleContext, tuple_code
 from .builder import extract_builder
 from .casts import dtype_change
 from .construction import assigned_value, match_default
@@ -111,7 +111,7 @@ class InvFreqInModuleState(Rule):
                 edits: list = [Replace(read.node, call), AddImport(RUNTIME_IMPORT)]
                 if captured:
                     edits.insert(0, InsertAfterStatement(
-                        reg.node, f"self.{args_attr} = {_tuple(captured)}  # ropelint: arguments to rebuild "
+                        reg.node, f"self.{args_attr} = {tuple_code(captured)}  # ropelint: arguments to rebuild "
                                   f"`{ref.name}` in forward"))
                 return FixPlan(
                     "safe",
@@ -194,7 +194,7 @@ class InvFreqInModuleState(Rule):
                 f"device={self._device(product)})")
         edits: list = [InsertAfterStatement(init, builder.code), Replace(read.node, call), AddImport(RUNTIME_IMPORT)]
         if builder.args:
-            edits.insert(0, InsertAfterStatement(reg.node, f"self.{args_attr} = {_tuple(builder.args)}  "
+            edits.insert(0, InsertAfterStatement(reg.node, f"self.{args_attr} = {tuple_code(builder.args)}  "
                                                            f"# ropelint: arguments to rebuild `{read.ref.name}` in forward"))
         return FixPlan("safe", f"rebuild `{read.ref.name}` in forward with a copy of the `__init__` statements that "
                                f"compute it (nothing updates it after `__init__`; the helper rejects a 16-bit result "
@@ -232,7 +232,7 @@ class InvFreqInModuleState(Rule):
         rebuilt, captured = again
         attr = f"_{ref.name.replace('{}', '').strip('_')}_args"
         key = ctx.code(name_node)
-        record = (f"self.{attr} = {{**getattr(self, {attr!r}, {{}}), {key}: {_tuple(captured) if captured else '()'}}}"
+        record = (f"self.{attr} = {{**getattr(self, {attr!r}, {{}}), {key}: {tuple_code(captured)}}}"
                   f"  # ropelint: arguments to rebuild `{ref.name}` in forward")
         lookup = f"self.{attr}[{ctx.code(read.node.args[1])}]"
         code = (f"rope_runtime.inv_freq_from(lambda device, args={lookup}: {rebuilt}, "
@@ -302,10 +302,6 @@ class InvFreqInModuleState(Rule):
         if "device" in scope.params:
             return "device"
         return f"self.{product.freq.read.ref.name}.device" if product.freq.read else "None"
-
-
-def _tuple(items) -> str:  # type: ignore[no-untyped-def]
-    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
 
 
 def match_default_or_none(ctx: RuleContext, value: ast.expr) -> tuple[str, str] | None:

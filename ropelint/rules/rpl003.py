@@ -6,7 +6,7 @@ from ..diagnostics import FixPlan, Replace
 from ..model.events import Product
 from ..model.names import number, qualname, string_value
 from ..model.values import Dt
-from .base import Rule, RuleContext, as_float32
+from .base import Rule, RuleContext, as_float32, is_atom
 from .construction import assigned_value
 
 MATMUL_FORMS = ("matmul", "einsum-sum", "einsum-matmul")
@@ -61,7 +61,7 @@ def broadcast_sum_code(ctx: RuleContext, product: Product) -> str | None:
         return None
     if product.form == "matmul":
         left, right = (_float32(ctx, o, v) for o, v in zip(product.operands, product.operand_vals))
-        return f"({_indexed(left, '..., :, :, None')} * {_indexed(right, '..., None, :, :')}).sum(dim=-2)"
+        return f"({left}[..., :, :, None] * {right}[..., None, :, :]).sum(dim=-2)"
     if product.form not in ("einsum-sum", "einsum-matmul") or not isinstance(node, ast.Call) or not node.args:
         return None
     spec = string_value(node.args[0])
@@ -88,7 +88,7 @@ def broadcast_sum_code(ctx: RuleContext, product: Product) -> str | None:
             code = f"{code}.permute({', '.join(str(i) for i in order)})"
         index = ["..."] if term.startswith("...") else []
         index += [":" if letter in letters else "None" for letter in target]
-        pieces.append(_indexed(code, ", ".join(index)))
+        pieces.append(f"{code}[{', '.join(index)}]")
     dims = ", ".join(str(-i) for i in range(len(summed), 0, -1))
     dim = dims if len(summed) == 1 else f"({dims})"
     return f"({pieces[0]} * {pieces[1]}).sum(dim={dim})"
@@ -148,15 +148,10 @@ def _int_literal(node: ast.AST) -> int | None:
 
 
 def _float32(ctx: RuleContext, operand: ast.AST, val) -> str:  # type: ignore[no-untyped-def]
-    return ctx.code(operand) if val.dtype is Dt.FULL else as_float32(ctx, operand)
-
-
-def _indexed(code: str, index: str) -> str:
-    try:
-        atom = isinstance(ast.parse(code, mode="eval").body, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
-    except SyntaxError:
-        atom = False
-    return f"{code}[{index}]" if atom else f"({code})[{index}]"
+    """The operand in float32, as an atom: ``.permute(...)`` or ``[...]`` can follow it."""
+    if val.dtype is not Dt.FULL:
+        return as_float32(ctx, operand)
+    return ctx.code(operand) if is_atom(operand) else f"({ctx.code(operand)})"
 
 
 def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:

@@ -7,7 +7,7 @@ from ..diagnostics import DeleteLines, FixPlan, NodeEdit, Replace
 from ..model.events import Cast, Trig, TrigInHelper
 from ..model.interpreter import ACTIVATION_PARAMS
 from ..model.values import Dt, Role
-from .base import Rule, RuleContext
+from .base import Rule, RuleContext, assigned_name, only_read_by
 
 
 class TrigAfterDowncast(Rule):
@@ -49,7 +49,7 @@ class TrigAfterDowncast(Rule):
             return FixPlan("safe", "take cos/sin in float32, then cast the tables", tuple(edits))
         receivers = [t.node.func.value if isinstance(t.node.func, ast.Attribute) else (t.node.args or [None])[0]
                      for t in trigs]
-        only_trig = _only_read_by(ctx, cast, receivers)
+        only_trig = only_read_by(ctx, cast.node, cast.scope.node, {id(r) for r in receivers})
         edits.append(Replace(cast.node, receiver_code))
         for t in trigs:
             edits.append(Replace(t.node, f"{ctx.code(t.node)}{tail}"))
@@ -66,9 +66,8 @@ class TrigAfterDowncast(Rule):
             return None
         if any(isinstance(n, ast.Return) and isinstance(n.value, (ast.Tuple, ast.List)) for n in ast.walk(helper)):
             return None  # it returns tables: casting its result would need one cast per element
-        stmt = ctx.model.statement_of.get(id(cast.node))
         arguments = [arg for c in calls for arg in c.call.args if isinstance(arg, ast.Name)]
-        if not _only_read_by(ctx, cast, arguments):
+        if not only_read_by(ctx, cast.node, cast.scope.node, {id(a) for a in arguments}):
             return None
         receiver_code, tail = split
         target = cast.target_expr
@@ -78,9 +77,9 @@ class TrigAfterDowncast(Rule):
         activations = cast.scope.params
         safe = target_activation is not None and ACTIVATION_PARAMS.match(target_activation) is not None
         edits: list[NodeEdit] = []
-        assigned = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
-        if isinstance(assigned, ast.Name) and assigned.id == receiver_code and stmt.value is cast.node:
-            edits.append(DeleteLines(stmt))  # ``freqs = freqs.to(q.dtype)``: the line goes
+        assigned = assigned_name(ctx, cast.node)  # only_read_by above made sure there is one
+        if assigned is not None and assigned[1] == receiver_code:
+            edits.append(DeleteLines(assigned[0]))  # ``freqs = freqs.to(q.dtype)``: the line goes
         else:
             edits.append(Replace(cast.node, receiver_code))
         for c in calls:
@@ -105,17 +104,3 @@ def _by_cast(events, phase_casts: dict[int, Cast]):  # type: ignore[no-untyped-d
         if event.arg.dtype.can_be_16bit and site is not None and id(site) in phase_casts:
             grouped[id(site)].append(event)
     return [(phase_casts[key], found) for key, found in grouped.items()]
-
-
-def _only_read_by(ctx: RuleContext, cast: Cast, readers: list) -> bool:  # type: ignore[type-arg]
-    """The cast is assigned to a name, and every later read of that name in the function is one of ``readers``."""
-    stmt = ctx.model.statement_of.get(id(cast.node))
-    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
-            and stmt.value is cast.node and cast.scope.node is not None):
-        return False
-    name = stmt.targets[0].id
-    after = (stmt.end_lineno, stmt.end_col_offset)
-    wanted = {id(r) for r in readers if isinstance(r, ast.Name) and r.id == name}
-    loads = [n for n in ast.walk(cast.scope.node) if isinstance(n, ast.Name) and n.id == name
-             and isinstance(n.ctx, ast.Load) and (n.lineno, n.col_offset) > after]
-    return bool(loads) and all(id(n) in wanted for n in loads)
