@@ -42,7 +42,15 @@ class InsertAfterStatement:
     code: str
 
 
-NodeEdit = Union["Replace", "DeleteLines", "AddImport", "InsertAfterStatement"]
+@dataclass(frozen=True)
+class InsertBeforeStatement:
+    """Insert ``code`` as new lines before the statement ``node``, at its indentation."""
+
+    node: ast.stmt
+    code: str
+
+
+NodeEdit = Union["Replace", "DeleteLines", "AddImport", "InsertAfterStatement", "InsertBeforeStatement"]
 
 
 @dataclass(frozen=True)

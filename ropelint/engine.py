@@ -23,6 +23,7 @@ from .diagnostics import (
     Finding,
     FixInfo,
     InsertAfterStatement,
+    InsertBeforeStatement,
     Replace,
     TextEdit,
 )
@@ -173,6 +174,13 @@ def _text_edits(edits, spans: Spans, file_spans: Spans, model: FileModel, select
             # Every line at the statement's indentation (a multi-line insertion carries its own nesting).
             lines = [indent + line if line.strip() else "" for line in edit.code.split("\n")]
             yield TextEdit(offset, offset, prefix + own("\n".join(lines)) + newline)
+            continue
+        if isinstance(edit, InsertBeforeStatement):
+            first_line, column = spans.start(edit.node)
+            indent = spans.line_text(first_line)[:column]
+            offset = file_spans.offset(selection.to_file_line(first_line), 0)
+            lines = [indent + line if line.strip() else "" for line in edit.code.split("\n")]
+            yield TextEdit(offset, offset, own("\n".join(lines)) + newline)
             continue
         if isinstance(edit, AddImport):
             if edit.statement in text:

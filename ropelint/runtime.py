@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from fnmatch import fnmatchcase
+import inspect
 from typing import Any, Literal
+import warnings
 
 import torch
 
@@ -35,12 +37,16 @@ __all__ = [
     "inv_freq",
     "inv_freq_from",
     "phase",
+    "remember_arguments",
     "rotary_cos_sin",
 ]
 
 Layout = Literal["half", "interleaved"]
 
 DeviceLike = torch.device | str | int | None
+
+# Where ``remember_arguments`` keeps a module's constructor arguments (in its ``__dict__``).
+_ARGUMENTS = "_ropelint_arguments"
 
 # Dtypes that cannot hold the inverse frequencies without visible phase error.
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -82,6 +88,18 @@ def inv_freq_from(
     return freqs.to(torch.float32)
 
 
+def remember_arguments(module: torch.nn.Module, arguments: dict[str, Any]) -> None:
+    """Record the arguments ``module`` is being constructed with: call it first thing in
+    ``__init__`` as ``remember_arguments(self, locals())``. ``apply_keeping_dtype`` uses them to
+    rebuild kept state that a meta-device load leaves unfilled. The first call wins, so a subclass
+    ``__init__`` that records before calling ``super().__init__`` keeps its own arguments.
+    """
+    if _ARGUMENTS not in module.__dict__:
+        # A copy of each container: ``__init__`` may go on to pop from its ``**kwargs``.
+        module.__dict__[_ARGUMENTS] = {name: (value.copy() if isinstance(value, (dict, list)) else value)
+                                       for name, value in arguments.items() if name not in ("self", "__class__")}
+
+
 def apply_keeping_dtype(
     module: torch.nn.Module,
     apply: Callable[..., Any],
@@ -96,26 +114,99 @@ def apply_keeping_dtype(
     buffers and parameters; ``{}`` in a name stands for any text (``"{}_inv_freq"``).
 
     Everything else converts as before, and device moves (``.to(device)``, ``.cuda()``,
-    ``to_empty``) still apply to the kept tensors, so a module on the meta device is
-    materialised and loaded as usual.
+    ``to_empty``) still apply to the kept tensors. When ``to_empty`` materialises them from the
+    meta device (their memory is then uninitialised, and a non-persistent buffer is in no state
+    dict), they are rebuilt on the new device by constructing the module again from the arguments
+    ``remember_arguments`` recorded; without recorded arguments they stay as ``to_empty`` left them.
     """
     patterns = [name.replace("{}", "*") for name in names]
     kept: set[int] = set()
     for table in (module._buffers, module._parameters):
         for name, tensor in table.items():
-            if tensor is not None and any(fnmatchcase(name, pattern) for pattern in patterns):
+            if tensor is not None and _named(name, patterns):
                 kept.add(id(tensor))
                 grad = getattr(tensor, "grad", None)
                 if grad is not None:
                     kept.add(id(grad))
+    materialised: list[torch.device] = []
 
     def convert(tensor: torch.Tensor) -> torch.Tensor:
         out = fn(tensor)
-        if id(tensor) in kept and isinstance(out, torch.Tensor) and out.dtype != tensor.dtype:
-            out = tensor.to(device=out.device)
+        if id(tensor) in kept and isinstance(out, torch.Tensor):
+            if out.dtype != tensor.dtype:
+                out = tensor.to(device=out.device)
+            if tensor.is_meta and not out.is_meta:
+                materialised.append(out.device)
         return out
 
-    return apply(convert, *args, **kwargs)
+    result = apply(convert, *args, **kwargs)
+    if materialised:
+        _rebuild_kept(module, patterns, materialised[0])
+    return result
+
+
+def _named(name: str, patterns: list[str]) -> bool:
+    return any(fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def _constructor_call(cls: type, recorded: dict[str, Any], device: torch.device) -> tuple[list[Any], dict[str, Any]] | None:
+    """Arguments to construct ``cls`` again from what ``remember_arguments`` recorded, or None when
+    the recording ``__init__`` is not ``cls``'s (a subclass whose ``__init__`` records nothing)."""
+    parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    if {p.name for p in parameters} != set(recorded):
+        return None
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    for p in parameters:
+        value = recorded[p.name]
+        if _is_meta_device(value):  # a module built with ``device="meta"`` is rebuilt where it now lives
+            value = device
+        if p.kind is p.VAR_POSITIONAL:
+            args.extend(value)
+        elif p.kind is p.VAR_KEYWORD:
+            kwargs.update(value)
+        elif p.kind is p.KEYWORD_ONLY:
+            kwargs[p.name] = value
+        else:
+            args.append(value)
+    return args, kwargs
+
+
+def _is_meta_device(value: object) -> bool:
+    return (isinstance(value, torch.device) and value.type == "meta") or (isinstance(value, str) and value == "meta")
+
+
+def _rebuild_kept(module: torch.nn.Module, patterns: list[str], device: torch.device) -> None:
+    """Fill the kept tensors (and tensor attributes still on meta) from a module constructed anew."""
+    recorded = module.__dict__.get(_ARGUMENTS)
+    call = None if recorded is None else _constructor_call(type(module), recorded, device)
+    if call is None:
+        return
+    try:
+        # The constructor's random draws (if any) must not shift the caller's random stream.
+        with torch.random.fork_rng(devices=[]), torch.device(device), torch.no_grad():
+            fresh = type(module)(*call[0], **call[1])
+    except Exception as exc:  # the load itself must not fail because of the rebuild
+        warnings.warn(f"{type(module).__name__}: rotary state left unfilled after a meta-device load; "
+                      f"constructing it again failed: {type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=4)
+        return
+    with torch.no_grad():
+        for table, theirs in ((module._buffers, fresh._buffers), (module._parameters, fresh._parameters)):
+            for name, tensor in list(table.items()):
+                source = theirs.get(name)
+                if tensor is None or source is None or source.is_meta or not _named(name, patterns):
+                    continue
+                source = source.to(device=tensor.device)
+                if source.shape == tensor.shape and source.dtype == tensor.dtype:
+                    tensor.copy_(source)
+                elif table is module._buffers:
+                    table[name] = source
+        # Plain tensor attributes (``self.original_inv_freq = inv_freq``) are not moved by ``to_empty``.
+        for name, value in list(vars(module).items()):
+            source = vars(fresh).get(name)
+            if isinstance(value, torch.Tensor) and value.is_meta and isinstance(source, torch.Tensor) \
+                    and not source.is_meta:
+                module.__dict__[name] = source
 
 
 def phase(positions: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:

@@ -386,3 +386,97 @@ def test_apply_keeping_dtype_module_exports_with_a_dynamic_length() -> None:
     exported = torch.export.export(module, (positions,), dynamic_shapes=({1: length},))
     longer = torch.arange(300)[None]
     torch.testing.assert_close(exported.module()(longer), _Kept()(longer), rtol=0.0, atol=1e-6)
+
+
+class _CachedTables(torch.nn.Module):
+    """The codemod's keep fix on a cached-table module: non-persistent tables, a plain tensor
+    attribute, and the constructor-argument line first in `__init__`."""
+
+    def __init__(self, dim: int, max_positions: int = 64, *, base: float = 10000.0, device=None, **extra) -> None:  # type: ignore[no-untyped-def]
+        runtime.remember_arguments(self, locals())
+        super().__init__()
+        self.extra = extra.pop("tag", None)
+        inv_freq = runtime.inv_freq(dim, base, device=device)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.original_inv_freq = inv_freq
+        angles = runtime.phase(torch.arange(max_positions, device=device), inv_freq)
+        self.register_buffer("cos_cached", angles.cos(), persistent=False)
+        self.draw = torch.rand(())  # a constructor that draws random numbers
+
+    def _apply(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return runtime.apply_keeping_dtype(self, super()._apply, fn, ("inv_freq", "cos_cached"), *args, **kwargs)
+
+
+class _ScaledCachedTables(_CachedTables):
+    def __init__(self, dim: int, scale: float) -> None:
+        runtime.remember_arguments(self, locals())
+        self.scale = scale
+        super().__init__(dim, 32, base=500000.0 * scale)
+
+
+class _UnrecordedSubclass(_CachedTables):
+    def __init__(self, width: int) -> None:
+        super().__init__(width * 2)
+
+
+def _through_meta(build):  # type: ignore[no-untyped-def]
+    with torch.device("meta"):
+        module = build()
+    module.bfloat16()
+    return module.to_empty(device="cpu")
+
+
+def test_meta_load_rebuilds_kept_state_from_the_recorded_arguments() -> None:
+    reference = _CachedTables(64, 48, base=500000.0, tag="x")
+    module = _through_meta(lambda: _CachedTables(64, 48, base=500000.0, tag="x"))
+    assert module.cos_cached.dtype == torch.float32 and module.cos_cached.device.type == "cpu"
+    torch.testing.assert_close(module.cos_cached, reference.cos_cached, rtol=0.0, atol=1e-7)
+    torch.testing.assert_close(module.inv_freq, reference.inv_freq, rtol=0.0, atol=1e-12)
+    # a plain tensor attribute stays on meta after `to_empty`; the rebuild fills it too
+    assert module.original_inv_freq.device.type == "cpu"
+    torch.testing.assert_close(module.original_inv_freq, reference.inv_freq, rtol=0.0, atol=1e-12)
+    assert module.extra == "x"  # `**extra` was recorded before `__init__` popped from it
+
+
+def test_meta_load_rebuild_uses_the_outermost_constructor_and_keeps_the_random_stream() -> None:
+    torch.manual_seed(0)
+    module = _through_meta(lambda: _ScaledCachedTables(32, 2.0))
+    after_load = torch.rand(())
+    torch.manual_seed(0)
+    with torch.device("meta"):
+        _ScaledCachedTables(32, 2.0)
+    assert torch.equal(torch.rand(()), after_load)  # the rebuild drew nothing from the caller's stream
+    torch.testing.assert_close(module.cos_cached, _ScaledCachedTables(32, 2.0).cos_cached, rtol=0.0, atol=1e-7)
+
+
+def test_meta_load_of_a_subclass_that_records_nothing_leaves_the_state_alone() -> None:
+    module = _through_meta(lambda: _UnrecordedSubclass(16))  # recorded: the base's (dim, max_positions, ...)
+    assert module.cos_cached.shape == (64, 16) and module.original_inv_freq.device.type == "meta"
+
+
+def test_meta_load_rebuild_that_fails_warns_and_the_load_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    with torch.device("meta"):
+        module = _CachedTables(16)
+
+    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("no config here")
+
+    monkeypatch.setattr(runtime, "inv_freq", broken)
+    with pytest.warns(RuntimeWarning, match="_CachedTables: rotary state left unfilled.*no config here"):
+        module.to_empty(device="cpu")
+    assert module.cos_cached.device.type == "cpu"
+
+
+def test_recorded_arguments_survive_deepcopy_and_moves_between_devices_rebuild_nothing() -> None:
+    import copy
+
+    module = copy.deepcopy(_through_meta(lambda: _CachedTables(16, device="meta")))
+    assert module.cos_cached.device.type == "cpu"  # an explicit device="meta" is rebuilt where it lives
+    twin = copy.deepcopy(module)
+    with torch.no_grad():
+        twin.cos_cached.fill_(2.0)
+    twin.to("cpu")  # not from meta: nothing is rebuilt
+    assert torch.equal(twin.cos_cached, torch.full_like(twin.cos_cached, 2.0))
+    with torch.device("meta"):
+        copied = copy.deepcopy(twin)
+    assert copied.__dict__["_ropelint_arguments"]["dim"] == 16

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import torch
@@ -18,6 +19,7 @@ from ropelint.probe.signature import Arg, Slot
 
 EXPORT_TRACE_LENGTH = 16
 EXPORT_CHECK_LENGTH = 37  # a length the trace never saw
+_SUGGESTED_MAX = re.compile(r"seq = Dim\('seq', max=(\d+)\)")
 EXPORT_ATOL = 1e-6
 
 
@@ -87,19 +89,28 @@ def export_check(invocation: Invocation, pair: tuple[int, float]) -> CheckResult
     head_dim, base = pair
     trace_ctx = _context(invocation, head_dim, base, torch.arange(EXPORT_TRACE_LENGTH))
     check_ctx = _context(invocation, head_dim, base, torch.arange(EXPORT_CHECK_LENGTH))
-    seq = torch.export.Dim("seq", min=2, max=1 << 20)
-    dynamic = {"x": {_seq_axis(invocation): seq}, "positions": {1: seq}}
-    try:
-        with _quiet():
-            wrapper = _TensorInputs(invocation,
-                                    invocation.instantiate(head_dim, base, torch.device("cpu")),
-                                    trace_ctx)
-            program = torch.export.export(wrapper, _inputs(invocation, trace_ctx),
-                                          dynamic_shapes=dynamic)
-            got = program.module()(*_inputs(invocation, check_ctx))
-    except Exception as exc:  # export failures come in many types
-        return CheckResult("export", False, f"torch.export with a dynamic length failed: "
-                                            f"{one_line(exc)}")
+    bound = None
+    while True:
+        seq = torch.export.Dim("seq", min=2, max=bound or 1 << 20)
+        dynamic = {"x": {_seq_axis(invocation): seq}, "positions": {1: seq}}
+        try:
+            with _quiet():
+                wrapper = _TensorInputs(invocation,
+                                        invocation.instantiate(head_dim, base, torch.device("cpu")),
+                                        trace_ctx)
+                program = torch.export.export(wrapper, _inputs(invocation, trace_ctx),
+                                              dynamic_shapes=dynamic)
+                got = program.module()(*_inputs(invocation, check_ctx))
+            break
+        except Exception as exc:  # export failures come in many types
+            # A module that caches tables for N positions guards the length to <= N, and torch
+            # suggests that bound; exporting with it is what its users do, so try once more.
+            suggested = _SUGGESTED_MAX.search(str(exc))
+            if bound is None and suggested and int(suggested.group(1)) >= EXPORT_CHECK_LENGTH:
+                bound = int(suggested.group(1))
+                continue
+            return CheckResult("export", False, f"torch.export with a dynamic length failed: "
+                                                f"{one_line(exc)}")
     try:
         table = invocation.read(got, check_ctx)
     except Exception as exc:
@@ -120,21 +131,22 @@ def export_check(invocation: Invocation, pair: tuple[int, float]) -> CheckResult
     graphs = [m for m in program.graph_module.modules() if isinstance(m, torch.fx.GraphModule)]
     note = ("; the graph holds an autocast node" if any("autocast" in g.code for g in graphs)
             else "")
+    upto = f" up to {bound} (the module's own guard)" if bound else ""
     return CheckResult("export", True,
-                       f"exported with a dynamic length; matches eager at length "
+                       f"exported with a dynamic length{upto}; matches eager at length "
                        f"{EXPORT_CHECK_LENGTH}{note}")
 
 
-def _poison(module: nn.Module) -> None:
-    """``to_empty`` leaves memory uninitialised; make whatever is not loaded visibly wrong."""
-    with torch.no_grad():
-        for tensor in [*module.parameters(), *module.buffers()]:
-            if tensor.is_floating_point() or tensor.is_complex():
-                tensor.fill_(float("nan"))
-            elif tensor.dtype == torch.bool:
-                tensor.fill_(False)
-            else:
-                tensor.fill_(-(2**31))
+def _empty_poisoned(device: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """What ``to_empty`` hands ``_apply`` (``empty_like`` on ``device``), with the uninitialised
+    memory made visibly wrong; going through ``_apply`` like ``to_empty`` lets a module's own
+    ``_apply`` fill what no state dict will."""
+    def empty(tensor: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(tensor, device=device)
+        if out.is_floating_point() or out.is_complex():
+            return out.fill_(float("nan"))
+        return out.fill_(False if out.dtype == torch.bool else -(2**31))
+    return empty
 
 
 def meta_check(invocation: Invocation, pair: tuple[int, float]) -> CheckResult:
@@ -159,8 +171,7 @@ def meta_check(invocation: Invocation, pair: tuple[int, float]) -> CheckResult:
             warnings.simplefilter("ignore")
             reference_module = invocation.instantiate(head_dim, base, torch.device("cpu"))
             assert reference_module is not None
-            loaded = module.to_empty(device="cpu")
-            _poison(loaded)
+            loaded = module._apply(_empty_poisoned("cpu"))  # module.to_empty(device="cpu")
             loaded.load_state_dict(reference_module.state_dict())
             table = invocation.read(invocation.call(loaded, ctx), ctx)
     except Exception as exc:

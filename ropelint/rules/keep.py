@@ -6,14 +6,17 @@ override hands it a conversion that keeps the named tensors' dtype and still mov
 devices. The tensor, its name, its state-dict key and every line that reads it stay as they are, so
 updates after construction (dynamic scaling, lazy registration, per-layer-type buffers) keep
 working, and a learned Parameter keeps its learned values. The runtime helper does the work
-(``rope_runtime.apply_keeping_dtype``), so the inserted method is two lines.
+(``rope_runtime.apply_keeping_dtype``), so the inserted method is two lines. One more line goes
+first in ``__init__``: it records the constructor's arguments, because ``to_empty`` after a
+meta-device build leaves the kept tensors uninitialised (a non-persistent buffer is in no state
+dict) and the override then rebuilds them by constructing the module again on the new device.
 """
 
 from __future__ import annotations
 
 import ast
 
-from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, Replace
+from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, InsertBeforeStatement, Replace
 from ..model.values import Role, StateKind, StateRef
 from ..vendor import IMPORT_MODULE
 from .base import RuleContext, tuple_code
@@ -81,21 +84,63 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
         held = [*(n.value for n in names.elts), *(n for n in _names(ctx, info, ref) if n not in
                                                    {e.value for e in names.elts})]
         return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts too (it joins the "
-                               f"`_apply` override){why}", (Replace(names, _quoted(held)),)), ""
+                               f"`_apply` override){why}", (Replace(names, _quoted(held)), *_remember(ctx, info))), ""
     method = info.methods.get(method_name)
     if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None, "the registering method was not found"
-    code = "\n".join([
-        "",
-        "def _apply(self, fn, *args, **kwargs):  # ropelint: module dtype casts leave the state named below as built",
-        f"    return rope_runtime.apply_keeping_dtype(self, super()._apply, fn, {_quoted(_names(ctx, info, ref))}, *args, "
-        "**kwargs)",
-    ])
+    lines = ["", "def _apply(self, fn, *args, **kwargs):  # ropelint: module dtype casts leave the state named below as built",
+             f"    return rope_runtime.apply_keeping_dtype(self, super()._apply, fn, {_quoted(_names(ctx, info, ref))}, "
+             "*args, **kwargs)"]
+    edits = (InsertAfterStatement(method, "\n".join(lines)), *_remember(ctx, info), AddImport(IMPORT_MODULE))
     return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts with an `_apply` override "
-                           f"(device moves still apply){why}",
-                   (InsertAfterStatement(method, code), AddImport(IMPORT_MODULE))), ""
+                           f"(device moves still apply; a meta-device load rebuilds it){why}", edits), ""
 
 
+
+
+def _remember(ctx: RuleContext, info) -> tuple[InsertBeforeStatement, ...]:  # type: ignore[no-untyped-def]
+    """Lines that record the constructor's arguments, first in the ``__init__`` that ``info`` runs
+    (its own or an in-file base's) and in those of its in-file subclasses (the outermost one records),
+    unless one is there already or the body has no line of its own to go before."""
+    owners = [cls for cls in [*_bases(ctx, info), *_subclasses(ctx, info)] if "__init__" in cls.methods]
+    # The nearest __init__ above (or at) ``info``, then every subclass's own.
+    chosen = owners[:1] + [cls for cls in owners[1:] if cls not in _bases(ctx, info)]
+    return tuple(edit for cls in chosen if (edit := _remember_line(ctx, cls.methods["__init__"])) is not None)
+
+
+def _bases(ctx: RuleContext, info) -> list:  # type: ignore[no-untyped-def,type-arg]
+    """``info`` and its in-file bases, nearest first."""
+    out, todo = [], [info]
+    while todo:
+        cur = todo.pop(0)
+        if cur not in out:
+            out.append(cur)
+            todo.extend(ctx.model.classes[b] for b in cur.bases if b in ctx.model.classes)
+    return out
+
+
+def _subclasses(ctx: RuleContext, info) -> list:  # type: ignore[no-untyped-def,type-arg]
+    found = [cls for cls in ctx.model.classes.values() if cls is not info and info in _bases(ctx, cls)]
+    return found
+
+
+def _remember_line(ctx: RuleContext, init: ast.AST) -> InsertBeforeStatement | None:
+    if not isinstance(init, ast.FunctionDef):
+        return None
+    if any(isinstance(n, ast.Attribute) and n.attr == "remember_arguments" for n in ast.walk(init)):
+        return None
+    body = init.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]  # after the docstring
+    params = [*init.args.posonlyargs, *init.args.args]
+    if not body or not params:
+        return None
+    line, column = ctx.spans.start(body[0])
+    if ctx.spans.line_text(line)[:column].strip():  # shares its line with the ``def`` or the docstring
+        return None
+    return InsertBeforeStatement(body[0], f"rope_runtime.remember_arguments({params[0].arg}, locals())  "
+                                          "# ropelint: lets a meta-device load rebuild kept state")
 
 
 def _kept_names(method: ast.AST) -> ast.Tuple | None:
