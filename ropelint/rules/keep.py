@@ -85,7 +85,9 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
                                                    {e.value for e in names.elts})]
         return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts too (it joins the "
                                f"`_apply` override){why}", (Replace(names, _quoted(held)), *_remember(ctx, info))), ""
-    method = info.methods.get(method_name)
+    # After ``__init__`` when the class has one: two findings in one class then write the same
+    # override at the same place, and the fixer merges identical edits.
+    method = info.methods.get("__init__") or info.methods.get(method_name)
     if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None, "the registering method was not found"
     lines = ["", "def _apply(self, fn, *args, **kwargs):  # ropelint: module dtype casts leave the state named below as built",
@@ -158,8 +160,10 @@ def _kept_names(method: ast.AST) -> ast.Tuple | None:
 def _names(ctx: RuleContext, info, ref: StateRef) -> list[str]:  # type: ignore[no-untyped-def]
     """The state and the other rotary state the class registers (``original_inv_freq``, cached
     cos/sin tables): one override keeps them all, or a cast-and-back still rounds the tables."""
-    others = [reg.ref.name for reg in _other_state(ctx, info.name, ref) if reg.value.roles & ROTARY]
-    return list(dict.fromkeys([ref.name, *others]))
+    # In registration order, whichever finding asks: the same override for every finding of the class.
+    return list(dict.fromkeys(reg.ref.name for reg in ctx.model.registrations
+                              if reg.scope.symbol.split(".")[0] == info.name
+                              and (reg.ref is ref or reg.ref.follows_module_casts and reg.value.roles & ROTARY)))
 
 
 def _quoted(names: list[str]) -> str:
