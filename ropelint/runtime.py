@@ -21,11 +21,12 @@ Why the functions look the way they do:
 
 from __future__ import annotations
 
+import inspect
+import warnings
+import weakref
 from collections.abc import Callable, Iterable
 from fnmatch import fnmatchcase
-import inspect
 from typing import Any, Literal
-import warnings
 
 import torch
 
@@ -45,8 +46,10 @@ Layout = Literal["half", "interleaved"]
 
 DeviceLike = torch.device | str | int | None
 
-# Where ``remember_arguments`` keeps a module's constructor arguments (in its ``__dict__``).
-_ARGUMENTS = "_ropelint_arguments"
+# Constructor arguments ``remember_arguments`` recorded, by module. Kept outside the module so that
+# pickling, ``copy.deepcopy``, TorchScript and ``state_dict`` never see them (an argument such as a
+# lambda would make ``torch.save(model)`` fail).
+_ARGUMENTS: weakref.WeakKeyDictionary[torch.nn.Module, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 # Dtypes that cannot hold the inverse frequencies without visible phase error.
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -92,12 +95,13 @@ def remember_arguments(module: torch.nn.Module, arguments: dict[str, Any]) -> No
     """Record the arguments ``module`` is being constructed with: call it first thing in
     ``__init__`` as ``remember_arguments(self, locals())``. ``apply_keeping_dtype`` uses them to
     rebuild kept state that a meta-device load leaves unfilled. The first call wins, so a subclass
-    ``__init__`` that records before calling ``super().__init__`` keeps its own arguments.
+    ``__init__`` that records before calling ``super().__init__`` keeps its own arguments. Nothing
+    is stored on the module itself (a copy made with ``copy.deepcopy`` has no record).
     """
-    if _ARGUMENTS not in module.__dict__:
+    if module not in _ARGUMENTS:
         # A copy of each container: ``__init__`` may go on to pop from its ``**kwargs``.
-        module.__dict__[_ARGUMENTS] = {name: (value.copy() if isinstance(value, (dict, list)) else value)
-                                       for name, value in arguments.items() if name not in ("self", "__class__")}
+        _ARGUMENTS[module] = {name: (value.copy() if isinstance(value, (dict, list)) else value)
+                              for name, value in arguments.items() if name not in ("self", "__class__")}
 
 
 def apply_keeping_dtype(
@@ -178,7 +182,7 @@ def _is_meta_device(value: object) -> bool:
 
 def _rebuild_kept(module: torch.nn.Module, patterns: list[str], device: torch.device) -> None:
     """Fill the kept tensors (and tensor attributes still on meta) from a module constructed anew."""
-    recorded = module.__dict__.get(_ARGUMENTS)
+    recorded = _ARGUMENTS.get(module)
     call = None if recorded is None else _constructor_call(type(module), recorded, device)
     if call is None:
         return
