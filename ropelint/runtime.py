@@ -101,7 +101,7 @@ def remember_arguments(module: torch.nn.Module, arguments: dict[str, Any]) -> No
     if module not in _ARGUMENTS:
         # A copy of each container: ``__init__`` may go on to pop from its ``**kwargs``.
         _ARGUMENTS[module] = {name: (value.copy() if isinstance(value, (dict, list)) else value)
-                              for name, value in arguments.items() if name not in ("self", "__class__")}
+                              for name, value in arguments.items() if value is not module}
 
 
 def apply_keeping_dtype(
@@ -156,8 +156,11 @@ def _named(name: str, patterns: list[str]) -> bool:
 def _constructor_call(cls: type, recorded: dict[str, Any], device: torch.device) -> tuple[list[Any], dict[str, Any]] | None:
     """Arguments to construct ``cls`` again from what ``remember_arguments`` recorded, or None when
     the recording ``__init__`` is not ``cls``'s (a subclass whose ``__init__`` records nothing)."""
-    parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
-    if {p.name for p in parameters} != set(recorded):
+    init = inspect.unwrap(cls.__init__)
+    parameters = list(inspect.signature(init).parameters.values())[1:]
+    # ``locals()`` at the top of ``__init__`` also holds its free variables (``__class__``).
+    free = set(getattr(getattr(init, "__code__", None), "co_freevars", ()))
+    if {p.name for p in parameters} != set(recorded) - free:
         return None
     args: list[Any] = []
     kwargs: dict[str, Any] = {}

@@ -479,3 +479,19 @@ def test_recorded_arguments_stay_off_the_module_and_moves_between_devices_rebuil
         module.cos_cached.fill_(2.0)
     module.to("cpu")  # not from meta: nothing is rebuilt
     assert torch.equal(module.cos_cached, torch.full_like(module.cos_cached, 2.0))
+
+
+def test_meta_load_rebuild_of_a_class_defined_in_a_function_with_a_free_variable() -> None:
+    scale = 4.0
+
+    class Local(torch.nn.Module):
+        def __init__(module, dim: int) -> None:  # noqa: N805 (the first parameter is not called self)
+            runtime.remember_arguments(module, locals())
+            super().__init__()
+            module.register_buffer("inv_freq", runtime.inv_freq(dim, 10000.0) * scale, persistent=False)
+
+        def _apply(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+            return runtime.apply_keeping_dtype(self, super()._apply, fn, ("inv_freq",), *args, **kwargs)
+
+    module = _through_meta(lambda: Local(8))
+    torch.testing.assert_close(module.inv_freq, runtime.inv_freq(8, 10000.0) * scale, rtol=0.0, atol=1e-7)

@@ -98,8 +98,6 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
                            f"(device moves still apply; a meta-device load rebuilds it){why}", edits), ""
 
 
-
-
 def _remember(ctx: RuleContext, info) -> tuple[InsertBeforeStatement, ...]:  # type: ignore[no-untyped-def]
     """Lines that record the constructor's arguments, first in the ``__init__`` that ``info`` runs
     (its own or an in-file base's) and in those of its in-file subclasses (the outermost one records),
@@ -122,8 +120,7 @@ def _bases(ctx: RuleContext, info) -> list:  # type: ignore[no-untyped-def,type-
 
 
 def _subclasses(ctx: RuleContext, info) -> list:  # type: ignore[no-untyped-def,type-arg]
-    found = [cls for cls in ctx.model.classes.values() if cls is not info and info in _bases(ctx, cls)]
-    return found
+    return [cls for cls in ctx.model.classes.values() if cls is not info and info in _bases(ctx, cls)]
 
 
 def _remember_line(ctx: RuleContext, init: ast.AST) -> InsertBeforeStatement | None:
