@@ -302,7 +302,7 @@ class Interpreter:
         a = fn.args
         return [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
 
-    def _param_val(self, name: str) -> Val:
+    def _param_val(self, name: str, takes_trig: bool = False) -> Val:
         if INT_POSITION_PARAMS.match(name):
             return Val(frozenset({Role.POSITIONS}), Dt.INT, param=name)
         if POSITION_PARAMS.match(name):
@@ -315,7 +315,12 @@ class Interpreter:
             return Val(frozenset({Role.DEVICE}), param=name)
         if SCALAR_PARAMS.search(name):
             return Val(frozenset({Role.SCALAR}), param=name)
-        return self._named(name).evolve(param=name)
+        named = self._named(name)
+        if takes_trig and named.has(Role.INV_FREQ):
+            # ``def apply_rope(x, freqs): ... freqs.cos()``: nobody takes the cosine of inverse
+            # frequencies, so a "freqs" the function hands to cos/sin is the phase.
+            return Val(frozenset({Role.PHASE}), Dt.UNKNOWN, param=name)
+        return named.evolve(param=name)
 
     def _named(self, name: str) -> Val:
         """What a name says when nothing else is known."""
@@ -340,7 +345,8 @@ class Interpreter:
             guard = self._guard_for(dec, fn, scope)
             if guard:
                 guards.append(guard)
-        frame = Frame({p: self._param_val(p) for p in params}, {}, scope, cls, guards)
+        trig = _trig_operands(fn)
+        frame = Frame({p: self._param_val(p, p in trig) for p in params}, {}, scope, cls, guards)
         self._block(fn.body, frame)
         ret = UNKNOWN
         for r in frame.returns:
@@ -770,6 +776,11 @@ class Interpreter:
         if qn is not None and (qn.startswith("torch") or is_numpy(qn) or qn.startswith("math.")
                                or qn in ("setattr", "getattr")):
             return self._library_call(node, qn, pos, kw, frame)
+        if qn is not None and qn.rsplit(".", 1)[-1] in ("inv_freq", "inv_freq_from") \
+                and ("ropelint.runtime" in qn or "rope_runtime" in qn):
+            # ropelint's own helper (imported or vendored): float32 inverse frequencies. Knowing it
+            # lets a cast written after it (``rope_runtime.inv_freq(...).to(x.dtype)``) be seen.
+            return Val(frozenset({Role.INV_FREQ}), Dt.FULL)
         if isinstance(func, ast.Attribute):
             receiver_node = func.value
             method = func.attr
@@ -1204,3 +1215,41 @@ def _einsum_is_matmul(spec: str) -> bool:
 
 def analyse(module: ast.Module, imports: ImportTable, spans: Spans) -> FileModel:
     return Interpreter(module, imports, spans).run()
+
+
+_TRIG = frozenset({"cos", "sin", "polar"})
+
+
+def _trig_operands(fn: ast.AST) -> frozenset[str]:
+    """Names a function hands to cos/sin (``n.cos()``, ``torch.sin(n)``, ``torch.polar(r, n)``) and
+    only ever rebinds to something made from themselves (``freqs = freqs.to(x.dtype)``, a slice)."""
+    found, rebound = set(), set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _TRIG:
+            operand = node.func.value if not node.args else node.args[-1]
+            if isinstance(operand, ast.Name):
+                found.add(operand.id)
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name) and not _made_from(node.value, name.id):
+                        rebound.add(name.id)
+    return frozenset(found - rebound)
+
+
+def _made_from(value: ast.AST, name: str) -> bool:
+    """``value`` is ``name`` cast, sliced or reshaped: a method chain or subscript on it, or a call
+    that takes it first (``slice_at_dim(freqs, ...)``)."""
+    root = value
+    while isinstance(root, (ast.Call, ast.Attribute, ast.Subscript)):
+        if isinstance(root, ast.Call):
+            if isinstance(root.func, ast.Attribute):
+                root = root.func.value
+            elif root.args:
+                root = root.args[0]
+            else:
+                return False
+        else:
+            root = root.value
+    return isinstance(root, ast.Name) and root.id == name

@@ -41,9 +41,16 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
         receiver = site.func.value
         text = ctx.code(receiver)
         target = site.args[0] if site.args else next((k.value for k in site.keywords if k.arg == "dtype"), site.func)
+        if _runtime_inv_freq(ctx, receiver):  # float32 already (an earlier RPL002 rebuild): the cast just goes
+            return _plan(ctx, site, target, scope, what, f"keep the {what} float32", (Replace(site, text),))
         return _plan(ctx, site, target, scope, what, f"cast the {what} to float32",
                      (Replace(site, f"{text}.float()" if is_atom(receiver) else f"({text}).float()"),))
     return None
+
+
+def _runtime_inv_freq(ctx: RuleContext, node: ast.AST) -> bool:
+    qn = (qualname(node.func, ctx.imports) or "") if isinstance(node, ast.Call) else ""
+    return qn.rsplit(".", 1)[-1] in ("inv_freq", "inv_freq_from") and ("ropelint.runtime" in qn or "rope_runtime" in qn)
 
 
 def _plan(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Scope, what: str, description: str,

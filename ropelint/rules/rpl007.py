@@ -47,10 +47,15 @@ class TrigAfterDowncast(Rule):
             for t in trigs:
                 edits.append(Replace(t.node, f"{receiver_code}.{t.node.func.attr}(){tail}"))  # type: ignore[attr-defined]
             return FixPlan("safe", "take cos/sin in float32, then cast the tables", tuple(edits))
-        receivers = [t.node.func.value if isinstance(t.node.func, ast.Attribute) else (t.node.args or [None])[0]
-                     for t in trigs]
+        # ``phase.cos()`` reads its receiver, ``torch.cos(phase)`` its argument.
+        receivers = [t.node.args[0] if t.node.args else t.node.func.value if isinstance(t.node.func, ast.Attribute)
+                     else None for t in trigs]
         only_trig = only_read_by(ctx, cast.node, cast.scope.node, {id(r) for r in receivers})
-        edits.append(Replace(cast.node, receiver_code))
+        assigned = assigned_name(ctx, cast.node)
+        if only_trig and assigned is not None and assigned[1] == receiver_code:
+            edits.append(DeleteLines(assigned[0]))  # ``freqs = freqs.to(x.dtype)``: the line goes
+        else:
+            edits.append(Replace(cast.node, receiver_code))
         for t in trigs:
             edits.append(Replace(t.node, f"{ctx.code(t.node)}{tail}"))
         if only_trig:
