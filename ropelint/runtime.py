@@ -110,12 +110,17 @@ def apply_keeping_dtype(
     fn: Callable[[torch.Tensor], torch.Tensor],
     names: Iterable[str],
     *args: Any,
+    learnable: Iterable[str] = (),
     **kwargs: Any,
 ) -> Any:
     """Run ``nn.Module._apply`` (the bound ``super()._apply``) so that the tensors ``module`` holds
     under ``names`` keep their dtype: ``module.half()``, ``.bfloat16()``, ``.to(dtype)`` move them
     to the new device but no longer round them. ``names`` are attribute names of ``module``'s own
     buffers and parameters; ``{}`` in a name stands for any text (``"{}_inv_freq"``).
+
+    A Parameter that requires grad is kept only if ``learnable`` names it too: a learned tensor
+    left float32 while the other parameters convert means mixed parameter dtypes (FSDP and ZeRO
+    flat parameters need one), so that is asked for explicitly; a frozen one is always kept.
 
     Everything else converts as before, and device moves (``.to(device)``, ``.cuda()``,
     ``to_empty``) still apply to the kept tensors. When ``to_empty`` materialises them from the
@@ -124,10 +129,12 @@ def apply_keeping_dtype(
     ``remember_arguments`` recorded; without recorded arguments they stay as ``to_empty`` left them.
     """
     patterns = [name.replace("{}", "*") for name in names]
+    learned = [name.replace("{}", "*") for name in learnable]
     kept: set[int] = set()
     for table in (module._buffers, module._parameters):
         for name, tensor in table.items():
-            if tensor is not None and _named(name, patterns):
+            if tensor is not None and _named(name, patterns) \
+                    and not (table is module._parameters and tensor.requires_grad and not _named(name, learned)):
                 kept.add(id(tensor))
                 grad = getattr(tensor, "grad", None)
                 if grad is not None:

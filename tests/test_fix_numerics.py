@@ -125,3 +125,13 @@ def test_the_autocast_guard_original_fails_on_meta():
                         meta=True, positions=list(range(0, 300, 7)))
     meta = next(check for check in report.checks if check.name == "meta")
     assert meta.passed is False
+
+
+def test_a_parameter_frozen_by_default_is_kept_only_while_frozen():
+    """`nn.Parameter(freqs, requires_grad=learned_freq)`: the safe `_apply` fix keeps it float32 through
+    `.bfloat16()` while it does not require grad; asked to learn, it converts like every other parameter."""
+    module = load_file(str(FIXTURES / "fixed" / "lucidrains_frozen_by_argument.py"))
+    frozen = module.RotaryEmbedding(64).bfloat16()
+    learned = module.RotaryEmbedding(64, learned_freq=True).bfloat16()
+    assert frozen.freqs.dtype == torch.float32 and not frozen.freqs.requires_grad
+    assert learned.freqs.dtype == torch.bfloat16 and learned.freqs.requires_grad

@@ -342,11 +342,12 @@ class _Kept(torch.nn.Module):
         self.register_buffer("local_inv_freq", runtime.inv_freq(dim, 10.0), persistent=False)
         self.register_buffer("cos_cached", torch.ones(3), persistent=False)
         self.scale = torch.nn.Parameter(torch.full((4,), 1.0 / 3.0))
+        self.learned = torch.nn.Parameter(torch.full((4,), 1.0 / 3.0))  # named, requires grad, not `learnable`
         self.proj = torch.nn.Linear(4, 4)
 
     def _apply(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-        return runtime.apply_keeping_dtype(self, super()._apply, fn, ("inv_freq", "{}_inv_freq", "scale"),
-                                                *args, **kwargs)
+        return runtime.apply_keeping_dtype(self, super()._apply, fn, ("inv_freq", "{}_inv_freq", "scale", "learned"),
+                                           *args, learnable=("scale",), **kwargs)
 
     def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
         return position_ids[..., None].float() * self.inv_freq
@@ -361,6 +362,10 @@ def test_apply_keeping_dtype_keeps_named_state_through_casts_only() -> None:
     assert module.local_inv_freq.dtype == torch.float32  # "{}_inv_freq" matches local_inv_freq
     assert module.scale.dtype == torch.float32 and module.scale.grad.dtype == torch.float32
     assert module.cos_cached.dtype == torch.bfloat16 and module.proj.weight.dtype == torch.bfloat16
+    assert module.learned.dtype == torch.bfloat16  # a Parameter that requires grad converts unless `learnable`
+    frozen = _Kept()
+    frozen.learned.requires_grad_(False)
+    assert frozen.bfloat16().learned.dtype == torch.float32  # the same Parameter frozen: kept
     module.half().float()
     assert torch.equal(module.inv_freq, built)
     assert module.proj.weight.dtype == torch.float32

@@ -142,6 +142,8 @@ class FileModel:
     state_reads: list[StateRead] = field(default_factory=list)
     # id(evaluated node) -> the statement it was evaluated in: suppression comments and inserted lines.
     statement_of: dict[int, ast.stmt] = field(default_factory=dict)
+    # Same-file functions whose every return is float32/float64 whatever their arguments' dtypes.
+    full_returns: set[str] = field(default_factory=set)
 
 
 def _promote(a: Val, b: Val) -> tuple[Dt, ast.AST | None]:
@@ -176,7 +178,8 @@ class Interpreter:
             ast.Call: self._call, ast.BinOp: self._eval_binop, ast.UnaryOp: self._eval_unary,
             ast.Subscript: self._eval_subscript, ast.Tuple: self._eval_sequence, ast.List: self._eval_sequence,
             ast.IfExp: self._eval_ifexp, ast.Compare: self._eval_compare, ast.BoolOp: self._eval_boolop,
-            ast.Starred: self._eval_starred,
+            ast.Starred: self._eval_starred, ast.ListComp: self._eval_comprehension,
+            ast.GeneratorExp: self._eval_comprehension, ast.SetComp: self._eval_comprehension,
         }
 
     # ----------------------------------------------------------------- driver
@@ -294,6 +297,8 @@ class Interpreter:
         summary = self._analyse_function(fn, name, None, is_method=False, top=fn)
         self.in_progress.discard(name)
         self.summaries[name] = summary
+        if summary.returns.dtype is Dt.FULL or (summary.items and all(v.dtype is Dt.FULL for v in summary.items)):
+            self.model.full_returns.add(name)
         return summary
 
     # -------------------------------------------------------------- functions
@@ -482,14 +487,18 @@ class Interpreter:
             frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
             existing = frame.cls.state.get(name)
             if existing is not None and existing.ref.kind is not StateKind.ATTRIBUTE:
-                # Re-assigning a registered buffer keeps it a buffer.
+                # Re-assigning a registered buffer keeps it a buffer: state module casts convert, registered
+                # anew here (``register_buffer("cached_freqs", None)`` filled later by ``self.cached_freqs = freqs``).
+                rotary = {Role.INV_FREQ, Role.PHASE, Role.TABLE, Role.COMPLEX}
+                if val.roles & rotary and not existing.value.roles & rotary:
+                    self._registered(source or target, existing.ref, val, frame)
                 frame.cls.state[name] = StateEntry(existing.ref, val)
                 return
             # Buffer(...)/Parameter(...) evaluate to their argument, so ``val`` is the held value.
-            holder = self._holder_kind(source, val)
+            holder = self._holder_kind(source, val, frame.scope.node)
             if holder is not None:
-                kind, persistent, inner, frozen = holder
-                ref = StateRef(name, kind, source, persistent, frozen)  # type: ignore[arg-type]
+                kind, persistent, inner, frozen, by_default = holder
+                ref = StateRef(name, kind, source, persistent, frozen, by_default)  # type: ignore[arg-type]
                 frame.cls.state[name] = StateEntry(ref, inner)
                 self._registered(source, ref, inner, frame)  # type: ignore[arg-type]
             else:
@@ -499,27 +508,30 @@ class Interpreter:
                     val = join(existing.value, val)
                 frame.cls.state[name] = StateEntry(ref, val)
 
-    def _holder_kind(self, source: ast.stmt | None, inner: Val) -> tuple[StateKind, bool, Val, bool] | None:
+    def _holder_kind(self, source: ast.stmt | None, inner: Val, fn: ast.AST | None) -> tuple[StateKind, bool, Val, bool, bool] | None:
         """``nn.Buffer(v, persistent=...)`` / ``nn.Parameter(v)`` on the right-hand side."""
         value = getattr(source, "value", None)
         if not isinstance(value, ast.Call):
             return None
-        return self._holder_call(value, inner)
+        return self._holder_call(value, inner, fn)
 
-    def _holder_call(self, call: ast.Call, inner: Val) -> tuple[StateKind, bool, Val, bool] | None:
-        """(kind, persistent, held value, frozen) of a Buffer/Parameter call; ``inner`` is its evaluated argument."""
+    def _holder_call(self, call: ast.Call, inner: Val, fn: ast.AST | None = None) -> tuple[StateKind, bool, Val, bool, bool] | None:
+        """(kind, persistent, held value, frozen, frozen by default) of a Buffer/Parameter call; ``inner`` is
+        its evaluated argument. Frozen: ``requires_grad=False``; frozen by default: ``requires_grad`` is an
+        argument of ``fn`` that defaults to False (``nn.Parameter(freqs, requires_grad=learned_freq)``)."""
         name = qualname(call.func, self.imports) or ""
         tail = name.rsplit(".", 1)[-1]
         if tail not in ("Buffer", "Parameter") or not (name.startswith("torch") or name == tail):
             return None
-        persistent, frozen = True, False
+        persistent, frozen, by_default = True, False, False
         for kw in call.keywords:
             if kw.arg == "persistent":
                 persistent = bool_literal(kw.value) is not False
             if kw.arg == "requires_grad":
                 frozen = bool_literal(kw.value) is False
+                by_default = _defaults_to_false(kw.value, fn)
         kind = StateKind.BUFFER if tail == "Buffer" else StateKind.PARAMETER
-        return kind, persistent, inner, frozen
+        return kind, persistent, inner, frozen, by_default
 
     def _registered(self, node: ast.AST, ref: StateRef, value: Val, frame: Frame) -> None:
         if self._current is not None:
@@ -643,6 +655,19 @@ class Interpreter:
         for v in vals:
             out = v if out is UNKNOWN else join(out, v)
         return out.evolve(param=None)
+
+    def _eval_comprehension(self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp, frame: Frame) -> Val:
+        """``[rope(ids[..., i], ...) for i in range(n)]``: the element, with the loop variables bound as
+        a ``for`` statement binds them; they do not leak into the enclosing scope."""
+        outer = dict(frame.env)
+        for gen in node.generators:
+            it = self._eval(gen.iter, frame)
+            self._bind(gen.target, it.evolve(roles=it.roles - {Role.ARANGE}), None, frame)
+            for condition in gen.ifs:
+                self._eval(condition, frame)
+        val = self._eval(node.elt, frame)
+        frame.env = outer
+        return val.evolve(param=None)
 
     def _eval_ifexp(self, node: ast.IfExp, frame: Frame) -> Val:
         self._eval(node.test, frame)
@@ -846,10 +871,10 @@ class Interpreter:
                 frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
             if name is not None and frame.cls is not None and isinstance(value_node, ast.Call):
                 held = inner if inner.roles else inner.evolve(roles=self._named(name).roles)
-                holder = self._holder_call(value_node, held)
+                holder = self._holder_call(value_node, held, frame.scope.node)
                 if holder is not None:
-                    kind, persistent, val, frozen = holder
-                    ref = StateRef(name, kind, node, persistent, frozen)
+                    kind, persistent, val, frozen, by_default = holder
+                    ref = StateRef(name, kind, node, persistent, frozen, by_default)
                     frame.cls.state[name] = StateEntry(ref, val)
                     self._registered(node, ref, val, frame)
             return UNKNOWN
@@ -966,9 +991,12 @@ class Interpreter:
             dtype = dt.dtype
             site = node if dtype.can_be_16bit else (node if dtype is Dt.INT else None)
             return Val(frozenset({role}), dtype, site=site, literal=None)
+        # ``linspace(0, 1 - 2 / dim, dim // 2)``: a ramp of fractions already, the exponent of ``base ** e``.
+        fractions = tail == "linspace" and role is Role.ARANGE and ("/" in stop or (number(pos[1]) or 2) <= 1
+                                                                   if len(pos) >= 2 else False)
         if tail == "linspace" or any(isinstance(v.literal, float) for v in vals) or any(
                 isinstance(number(a), float) for a in pos):
-            return Val(frozenset({role}), Dt.RUNTIME, site=node)
+            return Val(frozenset({role}), Dt.RUNTIME, site=node, scaled=fractions)
         return Val(frozenset({role}), Dt.INT, site=node)
 
     def _method(self, node: ast.Call, method: str, receiver: Val, pos: list, kw: dict, frame: Frame) -> Val:
@@ -1253,3 +1281,14 @@ def _made_from(value: ast.AST, name: str) -> bool:
         else:
             root = root.value
     return isinstance(root, ast.Name) and root.id == name
+
+
+def _defaults_to_false(node: ast.AST, fn: ast.AST | None) -> bool:
+    """``node`` is a parameter of ``fn`` whose default is ``False``."""
+    if not isinstance(node, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
+    pairs += [(arg, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+    return any(arg.arg == node.id and bool_literal(default) is False for arg, default in pairs)

@@ -52,6 +52,8 @@ class StateRef:
     node: ast.AST  # the registering statement's call or assignment
     persistent: bool = True
     frozen: bool = False  # a Parameter built with requires_grad=False: it cannot be learned
+    # requires_grad follows a constructor argument that defaults to False: frozen unless asked to learn
+    frozen_by_default: bool = False
 
     @property
     def follows_module_casts(self) -> bool:

@@ -96,7 +96,7 @@ def _unsafe_because(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, sco
     consumers = [p for p in ctx.model.products
                  if any(s is site for s in (*p.positions.sites, *p.freq.sites))]
     if not consumers:
-        if _only_read_as_float32(ctx, site, scope):
+        if _only_read_as_float32(ctx, site, scope) or _only_fed_to_full_helpers(ctx, site, scope):
             return ""
         return "the values leave this function; code elsewhere may depend on their dtype"
     caller = dtype.id if isinstance(dtype, ast.Name) and dtype.id in scope.params else None
@@ -166,6 +166,37 @@ def _only_read_as_float32(ctx: RuleContext, site: ast.Call, scope: Scope) -> boo
     widened = {id(node.func.value) for node in ast.walk(scope.node) if isinstance(node, ast.Call)
                and isinstance(node.func, ast.Attribute) and node.func.attr in ("float", "double")} if scope.node else set()
     return only_read_by(ctx, site, scope.node, widened)
+
+
+_METADATA = frozenset({"shape", "ndim", "device", "dtype", "size", "dim"})
+
+
+def _only_fed_to_full_helpers(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
+    """``ids = <site>``, and every later read of ``ids`` is its metadata (``ids.ndim``), a reshaping
+    assigned back to ``ids`` (``ids = ids[..., None]``) or an argument of a same-file function that
+    returns float32 whatever it is given (Flux's ``rope(pos, ...)`` ends in ``.float()``)."""
+    found = assigned_name(ctx, site)
+    fn = scope.node
+    if found is None or fn is None:
+        return False
+    stmt, name = found
+    allowed: set[int] = set()
+    fed = False
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr in _METADATA:
+            allowed.add(id(node.value))
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id == name and node is not stmt:
+            value = node.value
+            if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
+                allowed.add(id(value.value))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ctx.model.full_returns:
+            for arg in (*node.args, *(k.value for k in node.keywords)):
+                for inner in ast.walk(arg):
+                    if isinstance(inner, ast.Name) and inner.id == name:
+                        allowed.add(id(inner))
+                        fed = True
+    return fed and only_read_by(ctx, site, fn, allowed)
 
 
 def _used_as_index(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:

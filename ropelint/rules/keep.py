@@ -74,13 +74,18 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
         return None, "the state is not registered by a method of a class in this file"
     cls_name, method_name = found
     info = ctx.model.classes[cls_name]
-    learnable = ref.kind is StateKind.PARAMETER and not ref.frozen
+    # A Parameter frozen unless its constructor is asked to learn it: the override keeps it while it
+    # does not require grad (the runtime looks), so a learned one converts as before; safe.
+    learnable = ref.kind is StateKind.PARAMETER and not ref.frozen and not ref.frozen_by_default
     safety = "unsafe" if learnable else "safe"
     why = f" ({LEARNABLE})" if learnable else ""
     if "_apply" in info.methods:
         names = _kept_names(info.methods["_apply"])
         if names is None:
             return None, f"`{cls_name}` already overrides `_apply`; make it keep `{ref.name}` float32"
+        if learnable:
+            return None, (f"`{cls_name}` already has an `_apply` override; add `{ref.name}` to its names and to "
+                          f"`learnable=` (a learnable Parameter)")
         held = [*(n.value for n in names.elts), *(n for n in _names(ctx, info, ref) if n not in
                                                    {e.value for e in names.elts})]
         return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts too (it joins the "
@@ -90,12 +95,21 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
     method = info.methods.get("__init__") or info.methods.get(method_name)
     if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None, "the registering method was not found"
+    kept = _names(ctx, info, ref)
+    learned = [name for name in kept if _learnable(ctx, info, name)]
+    extra = f"learnable={_quoted(learned)}, " if learned else ""
     lines = ["", "def _apply(self, fn, *args, **kwargs):  # ropelint: module dtype casts leave the state named below as built",
-             f"    return rope_runtime.apply_keeping_dtype(self, super()._apply, fn, {_quoted(_names(ctx, info, ref))}, "
-             "*args, **kwargs)"]
+             f"    return rope_runtime.apply_keeping_dtype(self, super()._apply, fn, {_quoted(kept)}, *args, "
+             f"{extra}**kwargs)"]
     edits = (InsertAfterStatement(method, "\n".join(lines)), *_remember(ctx, info), AddImport(IMPORT_MODULE))
     return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts with an `_apply` override "
                            f"(device moves still apply; a meta-device load rebuilds it){why}", edits), ""
+
+
+def _learnable(ctx: RuleContext, info, name: str) -> bool:  # type: ignore[no-untyped-def]
+    """The class registers ``name`` as a Parameter that can be learned (no ``requires_grad=False``)."""
+    return any(reg.ref.name == name and reg.ref.kind is StateKind.PARAMETER and not reg.ref.frozen
+               and not reg.ref.frozen_by_default for reg in ctx.model.registrations if reg.scope.symbol.split(".")[0] == info.name)
 
 
 def _remember(ctx: RuleContext, info) -> tuple[InsertBeforeStatement, ...]:  # type: ignore[no-untyped-def]
