@@ -43,5 +43,7 @@ CATALOGUE: tuple[RuleInfo, ...] = (
              "sometimes"),
     RuleInfo("RPL010", "rope-vendored-runtime-outdated",
              "a vendored copy of the runtime helper differs from the installed one", "always"),
+    RuleInfo("RPL011", "rope-table-buffer",
+             "cos/sin tables stored in a floating buffer: a cast and back leaves them rounded", "sometimes"),
 )
 INFO: dict[str, RuleInfo] = {info.code: info for info in CATALOGUE}

@@ -91,6 +91,9 @@ OUTSIDE_THE_FIX = {
     ("longrope_factors.py", "Phi3LongRoPEScaledRotaryEmbedding"): ("export", "meta"),
     # a plain tensor attribute (no finding: module casts do not reach it) that `to_empty` never moves.
     ("per_layer_type_buffers.py", "Gemma3PlainAttributeRotaryEmbedding"): ("meta",),
+    # `torch.from_numpy` tables are CPU tensors even under a meta-device context, so nothing is on meta
+    # to materialise: `to_empty` hands back uninitialised memory for real tables, fixed or not.
+    ("numpy_float64_tables.py", "NumpyRotaryEmbedding"): ("meta",),
 }
 
 

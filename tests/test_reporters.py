@@ -28,7 +28,7 @@ def test_sarif_validates_against_schema(bad_file: Path, tmp_path: Path):
     region = next(r for r in run["results"] if r["ruleId"] == "RPL003")["locations"][0]["physicalLocation"]["region"]
     assert (region["startLine"], region["startColumn"]) == (22, 18)
     assert run["invocations"][0]["executionSuccessful"] is False
-    assert [rule["id"] for rule in run["tool"]["driver"]["rules"]] == [f"RPL{i:03d}" for i in range(1, 11)]
+    assert [rule["id"] for rule in run["tool"]["driver"]["rules"]] == [f"RPL{i:03d}" for i in range(1, 12)]
 
 
 def test_json_field_set(bad_file: Path, tmp_path: Path):

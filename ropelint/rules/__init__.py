@@ -12,6 +12,7 @@ from .rpl006 import LowPrecisionInvFreq
 from .rpl007 import TrigAfterDowncast
 from .rpl008 import ComplexBuffer
 from .rpl009 import PhaseBuffer
+from .rpl011 import TableBuffer
 
 ALL_RULES: tuple[type[Rule], ...] = (
     IntegerTableCast,
@@ -23,6 +24,7 @@ ALL_RULES: tuple[type[Rule], ...] = (
     TrigAfterDowncast,
     ComplexBuffer,
     PhaseBuffer,
+    TableBuffer,
 )
 BY_CODE: dict[str, type[Rule]] = {rule.code: rule for rule in ALL_RULES}
 

@@ -73,7 +73,9 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
     if found is None:
         return None, "the state is not registered by a method of a class in this file"
     cls_name, method_name = found
-    info = ctx.model.classes[cls_name]
+    info = _topmost_registering(ctx, ctx.model.classes[cls_name], ref.name)
+    if info.name != cls_name:
+        method_name = "__init__"
     # A Parameter frozen unless its constructor is asked to learn it: the override keeps it while it
     # does not require grad (the runtime looks), so a learned one converts as before; safe.
     learnable = ref.kind is StateKind.PARAMETER and not ref.frozen and not ref.frozen_by_default
@@ -104,6 +106,16 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
     edits = (InsertAfterStatement(method, "\n".join(lines)), *_remember(ctx, info), AddImport(IMPORT_MODULE))
     return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts with an `_apply` override "
                            f"(device moves still apply; a meta-device load rebuilds it){why}", edits), ""
+
+
+def _topmost_registering(ctx: RuleContext, info, name: str):  # type: ignore[no-untyped-def]
+    """The in-file base class furthest up that registers ``name`` too: its override, which names it,
+    serves the subclasses (a subclass that rebuilds the cache registers the same names again)."""
+    for base in reversed(_bases(ctx, info)[1:]):
+        if any(reg.ref.name == name and reg.scope.symbol.split(".")[0] == base.name
+               for reg in ctx.model.registrations):
+            return base
+    return info
 
 
 def _learnable(ctx: RuleContext, info, name: str) -> bool:  # type: ignore[no-untyped-def]
