@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import ast
+
+from ..model.names import string_value
 from ..model.values import Role
-from .base import Rule, RuleContext
+from .base import Rule, RuleContext, assigned_name
 from .casts import float32_fix
 
 
@@ -12,6 +15,8 @@ class LowPrecisionInvFreq(Rule):
         for built in ctx.model.inv_freqs:
             val = built.val
             if not val.dtype.can_be_16bit or val.site is None or val.read is not None:
+                continue
+            if _only_stored_unread(ctx, built):
                 continue
             message = ("inverse frequencies built from a tensor whose dtype is not fixed to float32: an integer "
                        "arange divided (or a float arange) takes `torch.get_default_dtype()`, which is bfloat16 "
@@ -26,3 +31,28 @@ class LowPrecisionInvFreq(Rule):
             message = ("inverse frequencies cast to a dtype that can be 16-bit: bfloat16 keeps 8 significant bits, "
                        "and the phase error grows with the position (7.3 rad at 4096 for head_dim 128)")
             ctx.report(self.code, cast.node, message, cast.scope, float32_fix(ctx, cast.node, "inverse frequencies", cast.scope))
+
+
+def _only_stored_unread(ctx: RuleContext, built) -> bool:  # type: ignore[no-untyped-def]
+    """``inv_freq = <construction>`` goes only into ``register_buffer("inv_freq", inv_freq)`` and no
+    code reads that buffer's values (ChatGLM keeps it for its ``.dtype`` and ``.device``): the
+    construction's precision reaches no phase."""
+    found = assigned_name(ctx, built.node, whole=False)
+    fn = built.scope.node
+    if found is None or fn is None:
+        return False
+    stmt, name = found
+    after = (stmt.end_lineno, stmt.end_col_offset)
+    loads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+             and (n.lineno, n.col_offset) > after]
+    stored: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer" \
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Name) and node.args[1].id == name:
+            buffer = string_value(node.args[0])
+            if buffer is None:
+                return False
+            stored.add(buffer)
+            loads = [n for n in loads if n is not node.args[1]]
+    # Any value read of a buffer of that name in the file (conservative across classes).
+    return bool(stored) and not loads and not any(read.ref.name in stored for read in ctx.model.state_reads)
