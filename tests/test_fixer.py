@@ -101,3 +101,39 @@ def test_inserted_lines_take_the_files_own_indentation():
     compile(outcome.fixed, "rotary.py", "exec")
     inserted = next(line for line in outcome.fixed.split("\n") if "_inv_freq_spec = (" in line)
     assert inserted.startswith("\t\tself._inv_freq_spec")
+
+
+LEARNED_SCALE = '''\
+import torch
+from torch import nn
+
+
+class ScaledRotary(nn.Module):
+    def __init__(self, dim, base=10000.0):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+        self.inv_freq = nn.Buffer(inv_freq, persistent=False)
+        self.original_inv_freq = nn.Buffer(inv_freq.clone(), persistent=False)
+        self.alpha = nn.Parameter(torch.zeros_like(inv_freq))
+
+    def update(self, factor):
+        self.inv_freq = self.original_inv_freq / factor
+
+    def forward(self, x, position_ids):
+        scaled = self.inv_freq.to(dtype=torch.float) * self.alpha.to(dtype=torch.float).exp()
+        freqs = position_ids[..., None].float() * scaled
+        return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+'''
+
+
+def test_a_learnable_parameter_joins_the_override_through_learnable_names():
+    """The buffers get one `_apply` override (safe); the learnable `alpha` joins it only with
+    `--unsafe-fixes`, named in `learnable=` as well, and a second run changes nothing."""
+    safe = fix_text("scaled.py", LEARNED_SCALE, ALL, unsafe=False)
+    assert '("inv_freq", "original_inv_freq")' in safe.fixed and "learnable=" not in safe.fixed
+    assert [d.code for d in safe.remaining.diagnostics] == ["RPL002"]  # alpha: unsafe only
+    unsafe = fix_text("scaled.py", LEARNED_SCALE, ALL, unsafe=True)
+    assert unsafe.remaining.diagnostics == ()
+    assert unsafe.fixed.count("def _apply") == 1
+    assert '("inv_freq", "original_inv_freq", "alpha"), *args, learnable=("alpha",), **kwargs)' in unsafe.fixed
+    assert fix_text("scaled.py", unsafe.fixed, ALL, unsafe=True).fixed == unsafe.fixed

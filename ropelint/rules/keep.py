@@ -85,13 +85,16 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
         names = _kept_names(info.methods["_apply"])
         if names is None:
             return None, f"`{cls_name}` already overrides `_apply`; make it keep `{ref.name}` float32"
-        if learnable:
-            return None, (f"`{cls_name}` already has an `_apply` override; add `{ref.name}` to its names and to "
-                          f"`learnable=` (a learnable Parameter)")
         held = [*(n.value for n in names.elts), *(n for n in _names(ctx, info, ref) if n not in
                                                    {e.value for e in names.elts})]
+        edits: tuple = (Replace(names, _quoted(held)), *_remember(ctx, info))  # type: ignore[type-arg]
+        if learnable:
+            learned = _learnable_edit(info.methods["_apply"], ref.name)
+            if learned is None:
+                return None, f"`{cls_name}` already overrides `_apply`; add `{ref.name}` to its `learnable=` names"
+            edits += (learned,)
         return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts too (it joins the "
-                               f"`_apply` override){why}", (Replace(names, _quoted(held)), *_remember(ctx, info))), ""
+                               f"`_apply` override){why}", edits), ""
     # After ``__init__`` when the class has one: two findings in one class then write the same
     # override at the same place, and the fixer merges identical edits.
     method = info.methods.get("__init__") or info.methods.get(method_name)
@@ -166,6 +169,21 @@ def _remember_line(ctx: RuleContext, init: ast.AST) -> InsertBeforeStatement | N
         return None
     return InsertBeforeStatement(body[0], f"rope_runtime.remember_arguments({params[0].arg}, locals())  "
                                           "# ropelint: lets a meta-device load rebuild kept state")
+
+
+def _learnable_edit(method: ast.AST, name: str) -> Replace | None:
+    """Add ``name`` to the ``learnable=`` names of the override this fix wrote (or add the keyword)."""
+    for node in ast.walk(method):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "apply_keeping_dtype":
+            for kw in node.keywords:
+                if kw.arg == "learnable" and isinstance(kw.value, ast.Tuple) \
+                        and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in kw.value.elts):
+                    held = [e.value for e in kw.value.elts]
+                    return Replace(kw.value, _quoted(held if name in held else [*held, name]))
+            star = next((kw for kw in node.keywords if kw.arg is None and isinstance(kw.value, ast.Name)), None)
+            if star is not None:
+                return Replace(star, f"learnable={_quoted([name])}, **{star.value.id}")  # type: ignore[attr-defined]
+    return None
 
 
 def _kept_names(method: ast.AST) -> ast.Tuple | None:
