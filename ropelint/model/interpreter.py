@@ -350,7 +350,9 @@ class Interpreter:
             guard = self._guard_for(dec, fn, scope)
             if guard:
                 guards.append(guard)
-        trig = _trig_operands(fn)
+        # Only a parameter the name alone would call inverse frequencies needs the walk for cos/sin.
+        named_freq = any(self._param_val(p).has(Role.INV_FREQ) for p in params)
+        trig = _trig_operands(fn) if named_freq else frozenset()
         frame = Frame({p: self._param_val(p, p in trig) for p in params}, {}, scope, cls, guards)
         self._block(fn.body, frame)
         ret = UNKNOWN
