@@ -160,7 +160,9 @@ def _named(name: str, patterns: list[str]) -> bool:
     return any(fnmatchcase(name, pattern) for pattern in patterns)
 
 
-def _constructor_call(cls: type, recorded: dict[str, Any], device: torch.device) -> tuple[list[Any], dict[str, Any]] | None:
+def _constructor_call(
+    cls: type, recorded: dict[str, Any], device: torch.device
+) -> tuple[list[Any], dict[str, Any]] | None:
     """Arguments to construct ``cls`` again from what ``remember_arguments`` recorded, or None when
     the recording ``__init__`` is not ``cls``'s (a subclass whose ``__init__`` records nothing)."""
     init = inspect.unwrap(cls.__init__)

@@ -397,7 +397,8 @@ class _CachedTables(torch.nn.Module):
     """The codemod's keep fix on a cached-table module: non-persistent tables, a plain tensor
     attribute, and the constructor-argument line first in `__init__`."""
 
-    def __init__(self, dim: int, max_positions: int = 64, *, base: float = 10000.0, device=None, **extra) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, dim: int, max_positions: int = 64, *, base: float = 10000.0,  # type: ignore[no-untyped-def]
+                 device=None, **extra) -> None:
         runtime.remember_arguments(self, locals())
         super().__init__()
         self.extra = extra.pop("tag", None)

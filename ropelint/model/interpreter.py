@@ -99,6 +99,10 @@ class ClassInfo:
     writes: dict[str, set[str]] = field(default_factory=dict)
 
 
+# (kind, persistent, held value, frozen, frozen by default) of an ``nn.Buffer``/``nn.Parameter`` call.
+Holder = tuple[StateKind, bool, Val, bool, bool]
+
+
 @dataclass
 class Summary:
     """What a call of a function or method returns, and which parameters reach cos/sin."""
@@ -510,14 +514,14 @@ class Interpreter:
                     val = join(existing.value, val)
                 frame.cls.state[name] = StateEntry(ref, val)
 
-    def _holder_kind(self, source: ast.stmt | None, inner: Val, fn: ast.AST | None) -> tuple[StateKind, bool, Val, bool, bool] | None:
+    def _holder_kind(self, source: ast.stmt | None, inner: Val, fn: ast.AST | None) -> Holder | None:
         """``nn.Buffer(v, persistent=...)`` / ``nn.Parameter(v)`` on the right-hand side."""
         value = getattr(source, "value", None)
         if not isinstance(value, ast.Call):
             return None
         return self._holder_call(value, inner, fn)
 
-    def _holder_call(self, call: ast.Call, inner: Val, fn: ast.AST | None = None) -> tuple[StateKind, bool, Val, bool, bool] | None:
+    def _holder_call(self, call: ast.Call, inner: Val, fn: ast.AST | None = None) -> Holder | None:
         """(kind, persistent, held value, frozen, frozen by default) of a Buffer/Parameter call; ``inner`` is
         its evaluated argument. Frozen: ``requires_grad=False``; frozen by default: ``requires_grad`` is an
         argument of ``fn`` that defaults to False (``nn.Parameter(freqs, requires_grad=learned_freq)``)."""

@@ -103,7 +103,8 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
     kept = _names(ctx, info, ref)
     learned = [name for name in kept if _learnable(ctx, info, name)]
     extra = f"learnable={_quoted(learned)}, " if learned else ""
-    lines = ["", "def _apply(self, fn, *args, **kwargs):  # ropelint: module dtype casts leave the state named below as built",
+    lines = ["",
+             "def _apply(self, fn, *args, **kwargs):  # ropelint: module dtype casts leave the state named below as built",
              f"    return rope_runtime.apply_keeping_dtype(self, super()._apply, fn, {_quoted(kept)}, *args, "
              f"{extra}**kwargs)"]
     edits = (InsertAfterStatement(method, "\n".join(lines)), *_remember(ctx, info), AddImport(IMPORT_MODULE))
@@ -124,7 +125,8 @@ def _topmost_registering(ctx: RuleContext, info, name: str):  # type: ignore[no-
 def _learnable(ctx: RuleContext, info, name: str) -> bool:  # type: ignore[no-untyped-def]
     """The class registers ``name`` as a Parameter that can be learned (no ``requires_grad=False``)."""
     return any(reg.ref.name == name and reg.ref.kind is StateKind.PARAMETER and not reg.ref.frozen
-               and not reg.ref.frozen_by_default for reg in ctx.model.registrations if reg.scope.symbol.split(".")[0] == info.name)
+               and not reg.ref.frozen_by_default
+               for reg in ctx.model.registrations if reg.scope.symbol.split(".")[0] == info.name)
 
 
 def _remember(ctx: RuleContext, info) -> tuple[InsertBeforeStatement, ...]:  # type: ignore[no-untyped-def]
@@ -174,7 +176,8 @@ def _remember_line(ctx: RuleContext, init: ast.AST) -> InsertBeforeStatement | N
 def _learnable_edit(method: ast.AST, name: str) -> Replace | None:
     """Add ``name`` to the ``learnable=`` names of the override this fix wrote (or add the keyword)."""
     for node in ast.walk(method):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "apply_keeping_dtype":
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "apply_keeping_dtype":
             for kw in node.keywords:
                 if kw.arg == "learnable" and isinstance(kw.value, ast.Tuple) \
                         and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in kw.value.elts):
