@@ -1015,6 +1015,10 @@ class Interpreter:
                     and not receiver.roles & {Role.INV_FREQ, Role.PHASE, Role.TABLE}:
                 # Positions already rounded by a 16-bit-able cast: ``.float()`` restores the dtype, not the digits.
                 return receiver
+            if receiver.dtype.can_be_16bit and receiver.has(Role.PHASE) and _is_cast_call(receiver.site) \
+                    and not receiver.roles & {Role.INV_FREQ, Role.TABLE, Role.COMPLEX}:
+                # A phase cast down and back (``freqs.to(x.dtype).float()``): the angle stays rounded.
+                return receiver
             return receiver.evolve(dtype=Dt.FULL, site=None, earlier_sites=())
         if method in ("half", "bfloat16"):
             target = dtype_val(Dt.LOW)
@@ -1298,3 +1302,8 @@ def _defaults_to_false(node: ast.AST, fn: ast.AST | None) -> bool:
     pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
     pairs += [(arg, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
     return any(arg.arg == node.id and bool_literal(default) is False for arg, default in pairs)
+
+
+def _is_cast_call(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and node.func.attr in ("to", "type", "type_as", "half", "bfloat16")

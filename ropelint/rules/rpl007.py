@@ -47,17 +47,25 @@ class TrigAfterDowncast(Rule):
             for t in trigs:
                 edits.append(Replace(t.node, f"{receiver_code}.{t.node.func.attr}(){tail}"))  # type: ignore[attr-defined]
             return FixPlan("safe", "take cos/sin in float32, then cast the tables", tuple(edits))
-        # ``phase.cos()`` reads its receiver, ``torch.cos(phase)`` its argument.
-        receivers = [t.node.args[0] if t.node.args else t.node.func.value if isinstance(t.node.func, ast.Attribute)
-                     else None for t in trigs]
-        only_trig = only_read_by(ctx, cast.node, cast.scope.node, {id(r) for r in receivers})
+        if _widened_at_once(cast):
+            # ``freqs.to(x.dtype).float()``: float32 either way, only the rounding goes.
+            return FixPlan("safe", "take cos/sin of the float32 phase (the cast and back only rounded it)",
+                           (Replace(cast.node, receiver_code),))
+        # ``phase.cos()`` reads its receiver, ``torch.cos(phase)`` its argument, ``torch.polar(r, phase)`` its last.
+        receivers = [_angle(t.node) for t in trigs]
+        names = [_widened(r)[0] for r in receivers]
+        allowed = {id(n) for n in names} | _shape_only_reads(cast.scope.node)
+        only_trig = only_read_by(ctx, cast.node, cast.scope.node, allowed)
         assigned = assigned_name(ctx, cast.node)
         if only_trig and assigned is not None and assigned[1] == receiver_code:
             edits.append(DeleteLines(assigned[0]))  # ``freqs = freqs.to(x.dtype)``: the line goes
         else:
             edits.append(Replace(cast.node, receiver_code))
-        for t in trigs:
-            edits.append(Replace(t.node, f"{ctx.code(t.node)}{tail}"))
+        for t, r in zip(trigs, receivers):
+            # The tables take the cast's dtype, unless the angle went back to float32 before the trig
+            # (then they were float32 already) or the trig is ``polar`` (complex: the cast would drop it).
+            if not _widened(r)[1] and not _is_polar(t.node):
+                edits.append(Replace(t.node, f"{ctx.code(t.node)}{tail}"))
         if only_trig:
             return FixPlan("safe", "take cos/sin in float32, then cast the tables", tuple(edits))
         return FixPlan("unsafe", "take cos/sin in float32, then cast the tables "
@@ -99,6 +107,48 @@ class TrigAfterDowncast(Rule):
         return FixPlan("safe" if safe else "unsafe",
                        f"pass the float32 phase to `{calls[0].callee}` and cast what it returns to the activation's "
                        f"dtype{why}", tuple(edits))
+
+
+def _widened_at_once(cast: Cast) -> bool:
+    """The cast is the receiver of ``.float()``/``.double()``."""
+    fn = cast.scope.node
+    return fn is not None and any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("float", "double")
+        and n.func.value is cast.node and not n.args for n in ast.walk(fn))
+
+
+def _is_polar(call: ast.Call) -> bool:
+    return isinstance(call.func, ast.Attribute) and call.func.attr == "polar"
+
+
+def _angle(call: ast.Call) -> ast.AST | None:
+    if _is_polar(call):
+        return call.args[-1] if len(call.args) >= 2 else None
+    if call.args:
+        return call.args[0]
+    return call.func.value if isinstance(call.func, ast.Attribute) else None
+
+
+def _widened(node: ast.AST | None) -> tuple[ast.AST | None, bool]:
+    """(the name under ``name.float()``/``.double()`` calls, whether there were any)."""
+    widened = False
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("float", "double") \
+            and not node.args:
+        node, widened = node.func.value, True
+    return node, widened
+
+
+def _shape_only_reads(fn: ast.AST | None) -> set[int]:
+    """Names read only for their shape or device: ``x.shape``, ``torch.ones_like(x, dtype=...)``."""
+    found: set[int] = set()
+    for node in ast.walk(fn) if fn is not None else ():
+        if isinstance(node, ast.Attribute) and node.attr in ("shape", "device", "ndim") and isinstance(node.value, ast.Name):
+            found.add(id(node.value))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("ones_like", "zeros_like", "empty_like", "full_like") \
+                and node.args and isinstance(node.args[0], ast.Name) and any(k.arg == "dtype" for k in node.keywords):
+            found.add(id(node.args[0]))
+    return found
 
 
 def _by_cast(events, phase_casts: dict[int, Cast]):  # type: ignore[no-untyped-def]
