@@ -99,8 +99,9 @@ SMALL_CONTRACTION = 4
 
 def small_contraction(ctx: RuleContext, product: Product) -> bool:
     """Every contracted letter of the einsum indexes an axis that a ``torch.stack`` of a few tensors
-    made (``coords = torch.stack([t, s], dim=-1)``): the broadcast product is at most a few times
-    the phase, so writing it out costs nothing that matters."""
+    made (``coords = torch.stack([t, s], dim=-1)``) or that indexing with ``None`` inserted
+    (``position_ids[:, :, None]``, size 1) in one operand: the broadcast product is at most a few
+    times the phase, so writing it out costs nothing that matters."""
     node = product.node
     spec = string_value(node.args[0]) if isinstance(node, ast.Call) and node.args else None
     parsed = _parse_einsum(spec) if spec is not None else None
@@ -111,8 +112,10 @@ def small_contraction(ctx: RuleContext, product: Product) -> bool:
     bare = [term[3:] if term.startswith("...") else term for term in terms]
     summed = [c for c in dict.fromkeys(bare[0] + bare[1]) if c not in out_letters]
     for letter in summed:
-        if not any(letter in letters and _stacked_axis(ctx, product, operand, letters.index(letter), len(letters))
-                   for letters, operand in zip(bare, product.operands)):
+        if not any(letter in letters and (
+                _stacked_axis(ctx, product, operand, letters.index(letter), len(letters))
+                or _new_axis(product, operand, letters.index(letter), len(letters)))
+                for letters, operand in zip(bare, product.operands)):
             return False
     return bool(summed)
 
@@ -137,6 +140,37 @@ def _stacked_axis(ctx: RuleContext, product: Product, operand: ast.AST, axis: in
     if dim is None or not 0 < len(items) <= SMALL_CONTRACTION or any(isinstance(i, ast.Starred) for i in items):
         return False
     return dim == axis or dim == axis - rank
+
+
+def _new_axis(product: Product, operand: ast.AST, axis: int, rank: int) -> bool:
+    """``operand`` (or the one value its name is assigned) is ``t[..., None]``-style indexing that puts
+    ``None`` at ``axis`` of its ``rank`` axes, maybe followed by ``.float()``/``.to(...)``."""
+    if isinstance(operand, ast.Name):
+        found = assigned_value(product.scope.node, operand.id, product.node)
+        if found is None or found[0] is None or found[1] is not None:
+            return False
+        operand = found[0]
+    while isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute) \
+            and operand.func.attr in ("float", "to", "double", "contiguous"):
+        operand = operand.func.value
+    if not isinstance(operand, ast.Subscript):
+        return False
+    items = list(operand.slice.elts) if isinstance(operand.slice, ast.Tuple) else [operand.slice]
+    ellipsis = [i for i, item in enumerate(items) if isinstance(item, ast.Constant) and item.value is Ellipsis]
+    if len(ellipsis) > 1 or (not ellipsis and len(items) != rank):
+        return False
+    if ellipsis:  # ``t[..., None]``: the items after the ellipsis are the last axes
+        after = items[ellipsis[0] + 1:]
+        position = axis - (rank - len(after))
+        if position < 0:
+            before = items[:ellipsis[0]]
+            return axis < len(before) and _is_none(before[axis])
+        return _is_none(after[position])
+    return _is_none(items[axis])
+
+
+def _is_none(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
 
 
 def _int_literal(node: ast.AST) -> int | None:
