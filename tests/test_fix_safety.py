@@ -151,3 +151,36 @@ def test_an_init_construction_is_copied_into_a_builder_unless_something_changes_
     mutated = source.replace("        wavelen = 2 * math.pi / inv_freq\n",
                              "        wavelen = 2 * math.pi / inv_freq\n        inv_freq.mul_(1.0)\n")
     assert "_apply" in _fixes(mutated)["RPL002"][1]
+
+
+def test_integer_positions_negated_with_int_literals_stay_integer():
+    """`torch.arange(n).flip(0) * -1 - 1` is an int64 tensor (measured: torch keeps int64 for int
+    tensor times a Python int), so handing it to a phase builder in a comprehension reports nothing;
+    the same positions scaled by `-1.0` take the default dtype and are reported."""
+    source = textwrap.dedent('''\
+        import torch
+        from torch import nn
+
+
+        class Rope(nn.Module):
+            def __init__(self, theta, axes_dim):
+                super().__init__()
+                neg_index = torch.arange(1024).flip(0) * -1 - 1
+                self.freqs = [self.rope_params(neg_index, dim, theta) for dim in axes_dim]
+
+            def rope_params(self, index, dim, theta=10000):
+                freqs = torch.outer(index, 1.0 / torch.pow(theta, torch.arange(0, dim, 2).to(torch.float32).div(dim)))
+                return torch.polar(torch.ones_like(freqs), freqs)
+        ''')
+    assert torch_int_times_negative_int_is_int64()
+    assert [d.code for d in check_text("rope.py", source, ALL).diagnostics] == []
+    scaled = source.replace("* -1 - 1", "* -1.0 - 1")
+    assert [d.code for d in check_text("rope.py", scaled, ALL).diagnostics] == ["RPL005"]
+
+
+def torch_int_times_negative_int_is_int64() -> bool:
+    try:
+        import torch
+    except ImportError:  # the linter runs without torch; the dtype fact is checked where it is installed
+        return True
+    return (torch.arange(4).flip(0) * -1 - 1).dtype == torch.int64

@@ -644,7 +644,12 @@ class Interpreter:
         return self._binary_vals(node, left, right, node.op, frame)
 
     def _eval_unary(self, node: ast.UnaryOp, frame: Frame) -> Val:
-        return self._eval(node.operand, frame).evolve(literal=None)
+        val = self._eval(node.operand, frame)
+        if isinstance(node.op, (ast.USub, ast.UAdd)) and isinstance(val.literal, (int, float)) \
+                and not isinstance(val.literal, bool):
+            # ``-1`` stays an int literal: an integer tensor times -1 stays integer.
+            return val.evolve(literal=-val.literal if isinstance(node.op, ast.USub) else val.literal)
+        return val.evolve(literal=None)
 
     def _eval_subscript(self, node: ast.Subscript, frame: Frame) -> Val:
         base = self._eval(node.value, frame)
