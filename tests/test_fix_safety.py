@@ -184,3 +184,41 @@ def torch_int_times_negative_int_is_int64() -> bool:
     except ImportError:  # the linter runs without torch; the dtype fact is checked where it is installed
         return True
     return (torch.arange(4).flip(0) * -1 - 1).dtype == torch.int64
+
+
+CALLER_DTYPE = textwrap.dedent('''\
+    import torch
+    from torch import nn
+
+
+    class Rotary(nn.Module):
+        def __init__(self, dim, base=10000.0):
+            super().__init__()
+            self.dim, self.base = dim, base
+
+        def get_seq_pos(self, seq_len, device, dtype, offset=0):
+            return torch.arange(seq_len, device=device, dtype=dtype) + offset
+
+        def freqs_for(self, seq):
+            inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+            return seq[:, None] * inv_freq[None, :]
+
+        def forward(self, t):
+            seq = self.get_seq_pos(t.shape[-2], device=t.device, dtype=t.dtype)
+            freqs = self.freqs_for(seq)
+            return freqs.cos().to(t.dtype), freqs.sin().to(t.dtype)
+    ''')
+
+
+def test_positions_built_in_a_callers_dtype_are_fixed_at_the_call():
+    """The public method keeps its contract; this file's own call passes float32 (safe when the result
+    only feeds this file's functions), and the finding is gone after the fix."""
+    [found] = [d for d in check_text("rotary.py", CALLER_DTYPE, ALL).diagnostics if d.code == "RPL005"]
+    assert found.fix.safety == "safe" and "where this file calls `get_seq_pos`" in found.fix.description
+    fixed = fix_text("rotary.py", CALLER_DTYPE, ALL, unsafe=False)
+    assert "dtype=torch.float32)\n        freqs = self.freqs_for(seq)" in fixed.fixed
+    assert "torch.arange(seq_len, device=device, dtype=dtype)" in fixed.fixed  # the method is untouched
+    assert fixed.remaining.diagnostics == ()
+    leaking = CALLER_DTYPE.replace("freqs = self.freqs_for(seq)", "freqs = self.freqs_for(seq)\n        self.last = seq")
+    [again] = [d for d in check_text("rotary.py", leaking, ALL).diagnostics if d.code == "RPL005"]
+    assert again.fix.safety == "unsafe"

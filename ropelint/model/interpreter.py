@@ -148,6 +148,9 @@ class FileModel:
     statement_of: dict[int, ast.stmt] = field(default_factory=dict)
     # Same-file functions whose every return is float32/float64 whatever their arguments' dtypes.
     full_returns: set[str] = field(default_factory=set)
+    # Same-file functions and methods (``Class.method``) that return a tensor built in the dtype one of
+    # their parameters names (``torch.arange(n, dtype=dtype)``): symbol -> that parameter.
+    dtype_params: dict[str, str] = field(default_factory=dict)
 
 
 def _promote(a: Val, b: Val) -> tuple[Dt, ast.AST | None]:
@@ -289,6 +292,8 @@ class Interpreter:
         summary = self._analyse_function(fn, f"{owner.name}.{name}", info, is_method=True, top=owner.node)
         self.in_progress.discard(key)
         self.summaries[key] = summary
+        if summary.returns.dtype_param is not None:
+            self.model.dtype_params[f"{owner.name}.{name}"] = summary.returns.dtype_param
         return summary
 
     def _function_summary(self, name: str) -> Summary:
@@ -303,6 +308,8 @@ class Interpreter:
         self.summaries[name] = summary
         if summary.returns.dtype is Dt.FULL or (summary.items and all(v.dtype is Dt.FULL for v in summary.items)):
             self.model.full_returns.add(name)
+        if summary.returns.dtype_param is not None:
+            self.model.dtype_params[name] = summary.returns.dtype_param
         return summary
 
     # -------------------------------------------------------------- functions
@@ -682,7 +689,13 @@ class Interpreter:
 
     def _eval_ifexp(self, node: ast.IfExp, frame: Frame) -> Val:
         self._eval(node.test, frame)
-        return join(self._eval(node.body, frame), self._eval(node.orelse, frame))
+        body, orelse = self._eval(node.body, frame), self._eval(node.orelse, frame)
+        joined = join(body, orelse)
+        if isinstance(node.body, ast.Name) and body.param is not None \
+                and any(isinstance(n, ast.Name) and n.id == node.body.id for n in ast.walk(node.test)):
+            # ``val if exists(val) else d`` (lucidrains' ``default``): the argument, when one is given.
+            return joined.evolve(param=body.param)
+        return joined
 
     def _eval_compare(self, node: ast.Compare, frame: Frame) -> Val:
         self._eval(node.left, frame)
@@ -796,6 +809,14 @@ class Interpreter:
             vals = [self._eval(a, frame) for a in pos]
             kvals = {k: self._eval(v, frame) for k, v in kw.items()}
             self._check_helper_trig(node, summary, vals, kvals, frame)
+            bound = dict(zip(summary.params, vals))
+            bound.update(kvals)
+            chosen = bound.get(summary.returns.dtype_param) if summary.returns.dtype_param else None
+            if chosen is not None and chosen.has(Role.DTYPE):
+                # ``self.get_seq_pos(n, dtype=torch.float32)``: the dtype the caller passed.
+                if chosen.dtype is Dt.FULL:
+                    return summary.returns.evolve(dtype=Dt.FULL, site=None, earlier_sites=(), dtype_param=None)
+                return summary.returns.evolve(dtype_param=chosen.param)
             returned = summary.returns.param
             if returned is not None and returned in summary.params:
                 # The callee hands back (a reshaping of) one of its arguments: what the caller passed, not
@@ -1001,7 +1022,7 @@ class Interpreter:
         if dt is not None and dt.has(Role.DTYPE):
             dtype = dt.dtype
             site = node if dtype.can_be_16bit else (node if dtype is Dt.INT else None)
-            return Val(frozenset({role}), dtype, site=site, literal=None)
+            return Val(frozenset({role}), dtype, site=site, literal=None, dtype_param=dt.param)
         # ``linspace(0, 1 - 2 / dim, dim // 2)``: a ramp of fractions already, the exponent of ``base ** e``.
         fractions = tail == "linspace" and role is Role.ARANGE and ("/" in stop or (number(pos[1]) or 2) <= 1
                                                                    if len(pos) >= 2 else False)
@@ -1188,7 +1209,8 @@ class Interpreter:
                    earlier_sites=earlier, scaled=scaled,
                    last_is_one=left.last_is_one or right.last_is_one,
                    second_last_is_one=left.second_last_is_one or right.second_last_is_one,
-                   param=left.param or right.param if not roles else None)
+                   param=left.param or right.param if not roles else None,
+                   dtype_param=next((v.dtype_param for v in (left, right) if not v.has(Role.SCALAR)), None))
 
     def _product_or_arith(self, node: ast.AST, form: str, a: Val, b: Val, frame: Frame,
                           operand_nodes: list) -> Val | None:

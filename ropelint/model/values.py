@@ -101,6 +101,9 @@ class Val:
     # Set on a phase: the product that formed it.
     product: ast.AST | None = None
     literal: object = None
+    # For function summaries: the ``dtype`` parameter this value's dtype comes from
+    # (``torch.arange(n, dtype=dtype)``), so a caller passing ``torch.float32`` gets float32.
+    dtype_param: str | None = None
 
     @property
     def reads(self) -> tuple[StateRead, ...]:
@@ -155,4 +158,5 @@ def join(a: Val, b: Val) -> Val:
         second_last_is_one=a.second_last_is_one and b.second_last_is_one,
         param=a.param if a.param == b.param else None,
         product=a.product or b.product,
+        dtype_param=a.dtype_param if a.dtype_param == b.dtype_param else None,
     )
