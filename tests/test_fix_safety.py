@@ -222,3 +222,27 @@ def test_positions_built_in_a_callers_dtype_are_fixed_at_the_call():
     leaking = CALLER_DTYPE.replace("freqs = self.freqs_for(seq)", "freqs = self.freqs_for(seq)\n        self.last = seq")
     [again] = [d for d in check_text("rotary.py", leaking, ALL).diagnostics if d.code == "RPL005"]
     assert again.fix.safety == "unsafe"
+
+
+def test_a_tensor_method_called_unbound_is_read_like_the_bound_call():
+    """`torch.Tensor.type_as(position_ids, self.inv_freq)` is `position_ids.type_as(self.inv_freq)`:
+    both findings, and the fix casts the tensor argument, not `torch.Tensor`."""
+    source = textwrap.dedent('''\
+        import torch
+        from torch import nn
+
+
+        class TypeAsRotary(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+            def forward(self, position_ids):
+                pos = torch.Tensor.type_as(position_ids, self.inv_freq)
+                return pos.unsqueeze(-1) * self.inv_freq
+        ''')
+    found = check_text("rotary.py", source, ALL).diagnostics
+    assert sorted(d.code for d in found) == ["RPL002", "RPL005"] and all(d.fix.safety == "safe" for d in found)
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False)
+    assert "pos = position_ids.float()" in fixed.fixed and fixed.remaining.diagnostics == ()

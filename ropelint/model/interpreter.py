@@ -828,6 +828,10 @@ class Interpreter:
             return summary.returns
 
         qn = qualname(func, self.imports)
+        if qn is not None and qn.startswith("torch.Tensor.") and qn.count(".") == 2 and pos:
+            # ``torch.Tensor.type_as(position_ids, self.inv_freq)``: the method, called unbound.
+            return self._method(node, qn.rsplit(".", 1)[1], self._eval(pos[0], frame), pos[1:], kw, frame,
+                                receiver_node=pos[0])
         if qn is None and isinstance(func, ast.Name) and func.id in ("setattr", "getattr"):
             qn = func.id
         if qn is not None and (qn.startswith("torch") or is_numpy(qn) or qn.startswith("math.")
@@ -1031,10 +1035,11 @@ class Interpreter:
             return Val(frozenset({role}), Dt.RUNTIME, site=node, scaled=fractions)
         return Val(frozenset({role}), Dt.INT, site=node)
 
-    def _method(self, node: ast.Call, method: str, receiver: Val, pos: list, kw: dict, frame: Frame) -> Val:
+    def _method(self, node: ast.Call, method: str, receiver: Val, pos: list, kw: dict, frame: Frame,
+                receiver_node: ast.AST | None = None) -> Val:
         vals = [self._eval(a, frame) for a in pos]
         kvals = {k: self._eval(v, frame) for k, v in kw.items()}
-        receiver_node = node.func.value  # type: ignore[attr-defined]
+        receiver_node = receiver_node or node.func.value  # type: ignore[attr-defined]
         if method in ("float", "double"):
             if receiver.dtype.can_be_16bit and receiver.site is not None and receiver.read is None \
                     and (receiver.has(Role.POSITIONS) or receiver.has(Role.ARANGE)) \

@@ -86,6 +86,16 @@ def only_read_by(ctx: RuleContext, node: ast.AST, fn: ast.AST | None, allowed: s
     return bool(loads) and all(id(n) in allowed for n in loads)
 
 
+def cast_receiver(call: ast.Call) -> ast.AST | None:
+    """The tensor a method call acts on: ``t`` in ``t.to(d)`` and in ``torch.Tensor.to(t, d)``."""
+    func = call.func
+    if not isinstance(func, ast.Attribute):
+        return None
+    if isinstance(func.value, ast.Attribute) and func.value.attr == "Tensor" and call.args:
+        return call.args[0]  # called unbound
+    return func.value
+
+
 def tuple_code(items: list[str] | tuple[str, ...]) -> str:
     """Source of a tuple of these expressions: ``()``, ``(a,)``, ``(a, b)``."""
     return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"

@@ -9,7 +9,7 @@ from ..model.events import Scope
 from ..model.interpreter import ACTIVATION_PARAMS
 from ..model.names import TORCH_DTYPES_INT, dotted, qualname
 from ..model.values import Dt, Role
-from .base import RuleContext, assigned_name, is_atom, only_read_by
+from .base import RuleContext, assigned_name, cast_receiver, is_atom, only_read_by
 
 # Calls that take integer indices: positions made float32 would break them.
 INDEXING_CALLS = {"index_select", "gather", "embedding", "take", "take_along_dim", "scatter", "index_add",
@@ -37,10 +37,11 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
             sep = " "
         return _plan(ctx, site, None, scope, what, f"build the {what} in float32",
                      (Replace(site, f"{head.rstrip()}{sep}{new_arg})"), *imports))
-    if isinstance(site.func, ast.Attribute):
-        receiver = site.func.value
+    receiver = cast_receiver(site)
+    if receiver is not None:
         text = ctx.code(receiver)
-        target = site.args[0] if site.args else next((k.value for k in site.keywords if k.arg == "dtype"), site.func)
+        args = site.args[1:] if site.args and receiver is site.args[0] else site.args  # unbound: t is args[0]
+        target = args[0] if args else next((k.value for k in site.keywords if k.arg == "dtype"), site.func)
         if _runtime_inv_freq(ctx, receiver):  # float32 already (an earlier RPL002 rebuild): the cast just goes
             return _plan(ctx, site, target, scope, what, f"keep the {what} float32", (Replace(site, text),))
         return _plan(ctx, site, target, scope, what, f"cast the {what} to float32",

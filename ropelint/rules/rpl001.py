@@ -4,7 +4,7 @@ import ast
 
 from ..diagnostics import FixPlan, Replace
 from ..model.values import Dt, Role
-from .base import Rule, RuleContext
+from .base import Rule, RuleContext, cast_receiver
 
 
 class IntegerTableCast(Rule):
@@ -26,6 +26,6 @@ class IntegerTableCast(Rule):
             replacement = act if cast.method == "type_as" else f"{act}.dtype"
             return FixPlan("safe", f"cast to `{replacement}` (the activation dtype) instead",
                            (Replace(cast.target_expr, replacement),))
-        receiver = cast.node.func.value if isinstance(cast.node.func, ast.Attribute) else cast.node
+        receiver = cast_receiver(cast.node) or cast.node
         return FixPlan("safe", "keep the table in float32 (drop the integer cast)",
                        (Replace(cast.node, ctx.code(receiver)),))
