@@ -98,6 +98,23 @@ class ClassInfo:
     # attribute name -> symbols of the methods that assign or register it
     writes: dict[str, set[str]] = field(default_factory=dict)
 
+    def set_only_in_init(self, attr: str) -> bool:
+        """Only ``__init__`` writes ``self.<attr>``: forward reads what construction left there."""
+        return all(w.endswith(".__init__") for w in self.writes.get(attr, ()))
+
+
+def in_file_mro(classes: dict[str, ClassInfo], info: ClassInfo) -> list[ClassInfo]:
+    """``info`` and its bases defined in the same file, nearest first."""
+    out, todo, seen = [], [info], set()
+    while todo:
+        cur = todo.pop(0)
+        if cur.name in seen:
+            continue
+        seen.add(cur.name)
+        out.append(cur)
+        todo.extend(classes[b] for b in cur.bases if b in classes)
+    return out
+
 
 # (kind, persistent, held value, frozen, frozen by default) of an ``nn.Buffer``/``nn.Parameter`` call.
 Holder = tuple[StateKind, bool, Val, bool, bool]
@@ -233,15 +250,7 @@ class Interpreter:
         self.model.classes[info.name] = info
 
     def _mro(self, info: ClassInfo) -> list[ClassInfo]:
-        out, todo, seen = [], [info], set()
-        while todo:
-            cur = todo.pop(0)
-            if cur.name in seen:
-                continue
-            seen.add(cur.name)
-            out.append(cur)
-            todo.extend(self.model.classes[b] for b in cur.bases if b in self.model.classes)
-        return out
+        return in_file_mro(self.model.classes, info)
 
     def _find_method(self, info: ClassInfo, name: str) -> tuple[ClassInfo, FunctionNode] | None:
         for cls in self._mro(info):

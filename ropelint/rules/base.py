@@ -80,10 +80,32 @@ def only_read_by(ctx: RuleContext, node: ast.AST, fn: ast.AST | None, allowed: s
     if found is None or fn is None:
         return False
     stmt, name = found
-    after = (stmt.end_lineno, stmt.end_col_offset)
-    loads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-             and (n.lineno, n.col_offset) > after]
+    loads = later_loads(fn, stmt, name)
     return bool(loads) and all(id(n) in allowed for n in loads)
+
+
+def later_loads(fn: ast.AST, stmt: ast.stmt, name: str) -> list[ast.Name]:
+    """Reads of ``name`` in ``fn`` after the statement ``stmt``."""
+    after = (stmt.end_lineno, stmt.end_col_offset)
+    return [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+            and (n.lineno, n.col_offset) > after]
+
+
+# Attributes and methods that read a tensor's shape or device, never its dtype or values.
+SHAPE_READS = frozenset({"shape", "ndim", "device", "size", "dim"})
+
+
+def shape_only_reads(fn: ast.AST | None) -> set[int]:
+    """Name nodes read only for their shape or device: ``x.shape``, ``torch.ones_like(x, dtype=...)``."""
+    found: set[int] = set()
+    for node in ast.walk(fn) if fn is not None else ():
+        if isinstance(node, ast.Attribute) and node.attr in SHAPE_READS and isinstance(node.value, ast.Name):
+            found.add(id(node.value))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("ones_like", "zeros_like", "empty_like", "full_like") \
+                and node.args and isinstance(node.args[0], ast.Name) and any(k.arg == "dtype" for k in node.keywords):
+            found.add(id(node.args[0]))
+    return found
 
 
 def cast_receiver(call: ast.Call) -> ast.AST | None:

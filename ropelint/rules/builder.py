@@ -120,8 +120,7 @@ def _self_reads_stable(info: ClassInfo, sliced: list[ast.stmt]) -> bool:
     """``self.<attr>`` read by the slice is written only in ``__init__``, so forward sees the same value."""
     for stmt in sliced:
         for node in ast.walk(stmt):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-                writers = info.writes.get(node.attr, set())
-                if any(not w.endswith(".__init__") for w in writers):
-                    return False
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" \
+                    and not info.set_only_in_init(node.attr):
+                return False
     return True

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 
 from ..diagnostics import FixPlan, NodeEdit, Replace
-from .base import RuleContext
+from .base import RuleContext, later_loads
 from .construction import assigned_value
 
 
@@ -113,9 +113,7 @@ def _feeds_only_own_calls(ctx: RuleContext, caller: ast.AST, call: ast.Call) -> 
             and isinstance(owner.targets[0], ast.Name)):
         return False
     name = owner.targets[0].id
-    after = (owner.end_lineno, owner.end_col_offset)
-    loads = [n for n in ast.walk(caller) if isinstance(n, ast.Name) and n.id == name
-             and isinstance(n.ctx, ast.Load) and (n.lineno, n.col_offset) > after]
+    loads = later_loads(caller, owner, name)
     allowed: set[int] = set()
     for node in ast.walk(caller):
         if isinstance(node, ast.Call) and _own_callee(ctx, node.func):

@@ -9,7 +9,7 @@ from ..model.events import Scope
 from ..model.interpreter import ACTIVATION_PARAMS
 from ..model.names import TORCH_DTYPES_INT, dotted, qualname
 from ..model.values import Dt, Role
-from .base import RuleContext, assigned_name, cast_receiver, is_atom, only_read_by
+from .base import RuleContext, assigned_name, cast_receiver, is_atom, only_read_by, shape_only_reads
 
 # Calls that take integer indices: positions made float32 would break them.
 INDEXING_CALLS = {"index_select", "gather", "embedding", "take", "take_along_dim", "scatter", "index_add",
@@ -169,9 +169,6 @@ def _only_read_as_float32(ctx: RuleContext, site: ast.Call, scope: Scope) -> boo
     return only_read_by(ctx, site, scope.node, widened)
 
 
-_METADATA = frozenset({"shape", "ndim", "device", "dtype", "size", "dim"})
-
-
 def _only_fed_to_full_helpers(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
     """``ids = <site>``, and every later read of ``ids`` is its metadata (``ids.ndim``), a reshaping
     assigned back to ``ids`` (``ids = ids[..., None]``) or an argument of a same-file function that
@@ -181,12 +178,10 @@ def _only_fed_to_full_helpers(ctx: RuleContext, site: ast.Call, scope: Scope) ->
     if found is None or fn is None:
         return False
     stmt, name = found
-    allowed: set[int] = set()
+    allowed = shape_only_reads(fn)  # not ``.dtype``: that is what changes
     fed = False
     for node in ast.walk(fn):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr in _METADATA:
-            allowed.add(id(node.value))
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
                 and node.targets[0].id == name and node is not stmt:
             value = node.value
             if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):

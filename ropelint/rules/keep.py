@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 
 from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, InsertBeforeStatement, Replace
+from ..model.interpreter import in_file_mro
 from ..model.values import Role, StateKind, StateRef
 from ..vendor import IMPORT_MODULE
 from .base import RuleContext, tuple_code
@@ -140,14 +141,7 @@ def _remember(ctx: RuleContext, info) -> tuple[InsertBeforeStatement, ...]:  # t
 
 
 def _bases(ctx: RuleContext, info) -> list:  # type: ignore[no-untyped-def,type-arg]
-    """``info`` and its in-file bases, nearest first."""
-    out, todo = [], [info]
-    while todo:
-        cur = todo.pop(0)
-        if cur not in out:
-            out.append(cur)
-            todo.extend(ctx.model.classes[b] for b in cur.bases if b in ctx.model.classes)
-    return out
+    return in_file_mro(ctx.model.classes, info)
 
 
 def _subclasses(ctx: RuleContext, info) -> list:  # type: ignore[no-untyped-def,type-arg]

@@ -116,6 +116,5 @@ def _stable(info: ClassInfo, node: ast.AST) -> bool:
     if isinstance(node, ast.Constant):
         return True
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-        writers = info.writes.get(node.attr, set())
-        return all(w.endswith(".__init__") for w in writers)
+        return info.set_only_in_init(node.attr)
     return False

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import ast
-
 from ..diagnostics import FixPlan, Replace
 from ..model.values import Dt, Role
 from .base import Rule, RuleContext, cast_receiver

@@ -123,14 +123,7 @@ def small_contraction(ctx: RuleContext, product: Product) -> bool:
 def _stacked_axis(ctx: RuleContext, product: Product, operand: ast.AST, axis: int, rank: int) -> bool:
     """``operand`` (or the one value its name is assigned) is ``torch.stack([...], dim=...)`` of at most a
     few tensors along ``axis`` of its ``rank`` axes, maybe followed by ``.float()``/``.to(...)``."""
-    if isinstance(operand, ast.Name):
-        found = assigned_value(product.scope.node, operand.id, product.node)
-        if found is None or found[0] is None or found[1] is not None:
-            return False
-        operand = found[0]
-    while isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute) \
-            and operand.func.attr in ("float", "to", "double", "contiguous"):
-        operand = operand.func.value
+    operand = _operand_source(product, operand)
     if not (isinstance(operand, ast.Call) and (qualname(operand.func, ctx.imports) or "") == "torch.stack"
             and operand.args and isinstance(operand.args[0], (ast.List, ast.Tuple))):
         return False
@@ -142,17 +135,24 @@ def _stacked_axis(ctx: RuleContext, product: Product, operand: ast.AST, axis: in
     return dim == axis or dim == axis - rank
 
 
-def _new_axis(product: Product, operand: ast.AST, axis: int, rank: int) -> bool:
-    """``operand`` (or the one value its name is assigned) is ``t[..., None]``-style indexing that puts
-    ``None`` at ``axis`` of its ``rank`` axes, maybe followed by ``.float()``/``.to(...)``."""
+def _operand_source(product: Product, operand: ast.AST) -> ast.AST | None:
+    """The expression behind an einsum operand: the one value its name is assigned (None if zero or
+    several), without trailing ``.float()``/``.to(...)``/``.double()``/``.contiguous()``."""
     if isinstance(operand, ast.Name):
         found = assigned_value(product.scope.node, operand.id, product.node)
         if found is None or found[0] is None or found[1] is not None:
-            return False
+            return None
         operand = found[0]
     while isinstance(operand, ast.Call) and isinstance(operand.func, ast.Attribute) \
             and operand.func.attr in ("float", "to", "double", "contiguous"):
         operand = operand.func.value
+    return operand
+
+
+def _new_axis(product: Product, operand: ast.AST, axis: int, rank: int) -> bool:
+    """``operand`` (or the one value its name is assigned) is ``t[..., None]``-style indexing that puts
+    ``None`` at ``axis`` of its ``rank`` axes, maybe followed by ``.float()``/``.to(...)``."""
+    operand = _operand_source(product, operand)
     if not isinstance(operand, ast.Subscript):
         return False
     items = list(operand.slice.elts) if isinstance(operand.slice, ast.Tuple) else [operand.slice]

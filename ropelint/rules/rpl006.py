@@ -4,7 +4,7 @@ import ast
 
 from ..model.names import string_value
 from ..model.values import Role
-from .base import Rule, RuleContext, assigned_name
+from .base import Rule, RuleContext, assigned_name, later_loads
 from .casts import float32_fix
 
 
@@ -42,9 +42,7 @@ def _only_stored_unread(ctx: RuleContext, built) -> bool:  # type: ignore[no-unt
     if found is None or fn is None:
         return False
     stmt, name = found
-    after = (stmt.end_lineno, stmt.end_col_offset)
-    loads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-             and (n.lineno, n.col_offset) > after]
+    loads = later_loads(fn, stmt, name)
     stored: set[str] = set()
     for node in ast.walk(fn):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer" \

@@ -7,7 +7,7 @@ from ..diagnostics import DeleteLines, FixPlan, NodeEdit, Replace
 from ..model.events import Cast, Trig, TrigInHelper
 from ..model.interpreter import ACTIVATION_PARAMS
 from ..model.values import Dt, Role
-from .base import Rule, RuleContext, assigned_name, only_read_by
+from .base import Rule, RuleContext, assigned_name, only_read_by, shape_only_reads
 
 
 class TrigAfterDowncast(Rule):
@@ -54,7 +54,7 @@ class TrigAfterDowncast(Rule):
         # ``phase.cos()`` reads its receiver, ``torch.cos(phase)`` its argument, ``torch.polar(r, phase)`` its last.
         receivers = [_angle(t.node) for t in trigs]
         names = [_widened(r)[0] for r in receivers]
-        allowed = {id(n) for n in names} | _shape_only_reads(cast.scope.node)
+        allowed = {id(n) for n in names} | shape_only_reads(cast.scope.node)
         only_trig = only_read_by(ctx, cast.node, cast.scope.node, allowed)
         assigned = assigned_name(ctx, cast.node)
         if only_trig and assigned is not None and assigned[1] == receiver_code:
@@ -136,19 +136,6 @@ def _widened(node: ast.AST | None) -> tuple[ast.AST | None, bool]:
             and not node.args:
         node, widened = node.func.value, True
     return node, widened
-
-
-def _shape_only_reads(fn: ast.AST | None) -> set[int]:
-    """Names read only for their shape or device: ``x.shape``, ``torch.ones_like(x, dtype=...)``."""
-    found: set[int] = set()
-    for node in ast.walk(fn) if fn is not None else ():
-        if isinstance(node, ast.Attribute) and node.attr in ("shape", "device", "ndim") and isinstance(node.value, ast.Name):
-            found.add(id(node.value))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr in ("ones_like", "zeros_like", "empty_like", "full_like") \
-                and node.args and isinstance(node.args[0], ast.Name) and any(k.arg == "dtype" for k in node.keywords):
-            found.add(id(node.args[0]))
-    return found
 
 
 def _by_cast(events, phase_casts: dict[int, Cast]):  # type: ignore[no-untyped-def]
