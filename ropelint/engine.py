@@ -114,7 +114,7 @@ def run_rules(model: FileModel, imports: ImportTable, codes: frozenset[str], spa
         return []
     names = frozenset(a or b for a, b in _TOP_LEVEL_NAME.findall(text or selection.code))
     ctx = RuleContext(model, imports, spans, line_of=lambda node: selection.to_file_line(node.lineno),  # type: ignore[attr-defined]
-                      module_names=names)
+                      module_names=names, source=text or selection.code)
     for code in sorted(codes):
         if code in BY_CODE:
             BY_CODE[code]().check(ctx)

@@ -24,6 +24,7 @@ _DEF_NAME = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)")
 _ROTARY_NAME = re.compile(r"rotary|rope|freq|sincos|sinusoid|position|pos_?emb|\bcis\b", re.IGNORECASE)
 
 WRAPPER_MAX_LINES = 40
+SMALL_HELPER_MAX_LINES = 8
 CLASS_PRUNE_MIN_LINES = 120
 # Kept whenever another method of the class is: they define state and how casts treat it.
 _KEEP_METHODS = {"_apply"}
@@ -199,6 +200,8 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
     # The header alone (decorators and ``class ...:``): a pruned class needs no docstring or attributes.
     kept = [(begin, header_end + 1)]
     any_method = False
+    skipped: list[tuple[int, int, str]] = []
+    dtype_takers: list[str] = []
     for start, stop in _blocks(lines, starts, end):
         first = lines[start:stop]
         head = next((ln for ln in first if not ln.lstrip().startswith("@")), "")
@@ -212,6 +215,25 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
                 or any(call in text for call in kept_functions) or _interesting(text, head, stop - start, method=True):
             kept.append((start, stop))
             any_method = any_method or name.group(1) not in _KEEP_METHODS
+            if "dtype" in text[:text.find(":", text.find(")"))]:
+                dtype_takers.append(f"self.{name.group(1)}(")
+        else:
+            skipped.append((start, stop, text))
+    # A method a kept one calls that builds a range (``seq = self.get_seq_pos(n)``) may build the positions.
+    if any_method:
+        kept_text = "".join("".join(lines[a:b]) for a, b in kept)
+        for start, stop, text in list(skipped):
+            name = _DEF_NAME.match(next((ln for ln in lines[start:stop] if not ln.lstrip().startswith("@")), ""))
+            if name and ("arange(" in text or "linspace(" in text) and f"self.{name.group(1)}(" in kept_text:
+                kept.append((start, stop))
+                skipped.remove((start, stop, text))
+                if "dtype" in text[:text.find(":", text.find(")"))]:
+                    dtype_takers.append(f"self.{name.group(1)}(")
+    # A method that hands a dtype to a kept one (``self.get_seq_pos(n, dtype=q.dtype)``) decides what
+    # that one builds: the analysis and the fix at its calls must see every such call.
+    if any_method and dtype_takers:
+        kept.extend((start, stop) for start, stop, text in skipped if any(call in text for call in dtype_takers))
+    kept.sort()
     return kept if any_method else []
 
 
@@ -272,6 +294,26 @@ def _anchor_offsets(text: bytes) -> list[int]:
             at = find(token, at + 1)
     found.sort()
     return found
+
+
+def _with_small_helpers(text: bytes, blocks: list[_Block],
+                        kept: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """``kept`` plus the short top-level functions it calls, transitively (``default(val, d)``,
+    ``exists(val)``): without them the analysis cannot follow a dtype argument through
+    ``dtype = default(dtype, self.freqs.dtype)``. A few lines each, so parsing them is cheap."""
+    taken = {begin for begin, _, _ in kept}
+    small = [b for b in blocks if b.name and b.begin not in taken and b.lines <= SMALL_HELPER_MAX_LINES
+             and b.head.startswith(("def ", "async def "))]
+    if not small:
+        return kept
+    added: list[tuple[int, int, int]] = []
+    searched = b"".join(text[begin:end] for begin, end, _ in kept)
+    while searched and small:
+        found = [b for b in small if re.search(rb"(?<![\w.])" + re.escape(b.name.encode()) + rb"\(", searched)]
+        small = [b for b in small if b not in found]
+        added.extend((b.begin, b.end, b.line) for b in found)
+        searched = b"".join(text[b.begin:b.end] for b in found)
+    return sorted(kept + added) if added else kept
 
 
 def select(source: str) -> Selection | None:
@@ -344,6 +386,7 @@ def select(source: str) -> Selection | None:
         return None
     if all_kept:
         return whole(source)
+    kept = _with_small_helpers(text, blocks, kept)
     parts_text: list[str] = []
     chunks: list[Chunk] = []
     synthetic = 1

@@ -246,3 +246,71 @@ def test_a_tensor_method_called_unbound_is_read_like_the_bound_call():
     assert sorted(d.code for d in found) == ["RPL002", "RPL005"] and all(d.fix.safety == "safe" for d in found)
     fixed = fix_text("rotary.py", source, ALL, unsafe=False)
     assert "pos = position_ids.float()" in fixed.fixed and fixed.remaining.diagnostics == ()
+
+
+PRUNED_CALLER = textwrap.dedent('''\
+    import torch
+    from torch import nn
+
+
+    def exists(val):
+        return val is not None
+
+
+    def default(val, d):
+        return val if exists(val) else d
+
+
+    class SelfAttention(nn.Module):
+        def __init__(self, dim, base=10000.0):
+            super().__init__()
+            self.dim, self.base = dim, base
+
+        def get_seq_pos(self, seq_len, device=None, dtype=None, offset=0):
+            dtype = default(dtype, torch.float32)
+            return torch.arange(seq_len, device=device, dtype=dtype) + offset
+
+        def freqs_for(self, seq):
+            inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+            return seq[:, None] * inv_freq[None, :]
+
+        def forward(self, t):
+            seq = self.get_seq_pos(t.shape[-2], device=t.device, dtype=t.dtype)
+            freqs = self.freqs_for(seq)
+            return freqs.cos().to(t.dtype), freqs.sin().to(t.dtype)
+
+        def with_cached_keys(self, q, k):
+            seq = self.get_seq_pos(k.shape[-2], dtype=q.dtype, device=q.device)
+            return self.freqs_for(seq[-q.shape[-2]:])
+    ''')
+
+
+def test_a_positions_method_without_rotary_words_and_all_its_callers_are_analysed():
+    """The class is pruned to its rotary methods; the positions method it calls, the short helpers
+    that method calls (`default`), and a method with no rotary word that hands it a dtype are kept,
+    so every call gets float32 (rotary-embedding-torch 0.9.1's get_seq_pos)."""
+    [found] = check_text("rotary.py", PRUNED_CALLER, ALL).diagnostics
+    assert (found.code, found.line, found.fix.safety) == ("RPL005", 20, "safe")
+    fixed = fix_text("rotary.py", PRUNED_CALLER, ALL, unsafe=False)
+    assert fixed.fixed.count("dtype=torch.float32, device=q.device)") == 1
+    assert fixed.fixed.count("device=t.device, dtype=torch.float32)") == 1
+    assert fixed.remaining.diagnostics == ()
+
+
+def test_a_call_through_another_receiver_keeps_the_call_site_fix_off():
+    """`self.attn.get_seq_pos(n, dtype=x.dtype)` is a call the fix would not rewrite: float32 at the
+    other calls would leave it 16-bit, so the call-site fix is not offered."""
+    source = PRUNED_CALLER + textwrap.dedent('''\
+
+
+        class Block(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.attn = SelfAttention(dim)
+
+            def forward(self, x):
+                return self.attn.get_seq_pos(x.shape[1], dtype=x.dtype)
+        ''')
+    [found] = check_text("rotary.py", source, ALL).diagnostics
+    assert found.code == "RPL005" and found.fix.safety == "unsafe"
+    assert "where this file calls" not in found.fix.description

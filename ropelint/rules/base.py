@@ -26,6 +26,7 @@ class RuleContext:
     line_of: Callable[[ast.AST], int]  # the line in the file, for messages
     # Names the file defines at top level (functions, classes, assignments), selected for parsing or not.
     module_names: frozenset[str] = frozenset()
+    source: str = ""  # the whole file, for the few checks that must see parts the analysis pruned
     findings: list[Finding] = field(default_factory=list)
     _seen: set[tuple[str, int]] = field(default_factory=set)
 

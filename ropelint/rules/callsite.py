@@ -10,6 +10,9 @@ its phase, and the method keeps its contract.
 from __future__ import annotations
 
 import ast
+import io
+import sys
+import tokenize
 
 from ..diagnostics import FixPlan, NodeEdit, Replace
 from .base import RuleContext, later_loads
@@ -36,8 +39,8 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
     if param is None or ctx.model.dtype_params.get(symbol) != param:
         return None
     calls = list(_calls_of(ctx, cls_name, fn.name))
-    if not calls:
-        return None
+    if not calls or _calls_in_text(ctx.source, fn.name) > len(calls):
+        return None  # a call the analysis did not see (pruned, or through another receiver) would keep its dtype
     torch, imports = ctx.torch_name()
     edits: list[NodeEdit] = []
     confined = True
@@ -59,6 +62,24 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
         return FixPlan("safe", description, (*edits, *imports))
     return FixPlan("unsafe", f"{description} (a call's result is used beyond this file's own functions)",
                    (*edits, *imports))
+
+
+def _calls_in_text(source: str, name: str) -> int:
+    """Calls of ``name`` anywhere in the file's code, by any receiver (not in strings or comments);
+    the definition is not a call. A file that does not tokenize counts as having unseen calls."""
+    count = 0
+    previous: list[tokenize.TokenInfo] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+                continue
+            if token.string == "(" and len(previous) == 2 and previous[1].type == tokenize.NAME \
+                    and previous[1].string == name and previous[0].string != "def":
+                count += 1
+            previous = [*previous[-1:], token]
+    except (tokenize.TokenError, SyntaxError):
+        return sys.maxsize
+    return count
 
 
 def _enclosing(ctx: RuleContext, node: ast.AST) -> tuple[str | None, ast.FunctionDef] | None:
@@ -118,6 +139,8 @@ def _feeds_only_own_calls(ctx: RuleContext, caller: ast.AST, call: ast.Call) -> 
     for node in ast.walk(caller):
         if isinstance(node, ast.Call) and _own_callee(ctx, node.func):
             for arg in (*node.args, *(k.value for k in node.keywords)):
+                if isinstance(arg, ast.Subscript):  # a slice of the positions (``seq[-q_len:]``)
+                    arg = arg.value
                 if isinstance(arg, ast.Name) and arg.id == name:
                     allowed.add(id(arg))
     return bool(loads) and all(id(n) in allowed for n in loads)
