@@ -138,3 +138,36 @@ def test_a_parameter_frozen_by_default_is_kept_only_while_frozen():
     learned = module.RotaryEmbedding(64, learned_freq=True).bfloat16()
     assert frozen.freqs.dtype == torch.float32 and not frozen.freqs.requires_grad
     assert learned.freqs.dtype == torch.bfloat16 and learned.freqs.requires_grad
+
+
+def _patch_grid_reference(ids: torch.Tensor, dim: int, base: float) -> torch.Tensor:
+    half = dim // 2
+    omega = 1.0 / (base ** (torch.arange(0, half, 2, dtype=torch.float64) / half))
+    axes = []
+    for axis in (0, 1):
+        angles = ids[..., axis].to(torch.float64)[..., None] * omega
+        axes += [angles, angles]
+    return torch.cat(axes, dim=-1)
+
+
+def test_two_axis_patch_ids_tables_truncate_in_the_original_and_stay_exact_fixed():
+    """`PatchGridRotary` takes (row, col) int64 patch ids the probe's 1-D positions cannot feed, so it is
+    measured here: the original's cast to `ids.dtype` truncates every value to -1, 0 or 1; the fixed
+    tables are float32 and within the float32 tolerance of a float64 reference, also under CPU
+    autocast and after `.bfloat16()` (the module holds no state to round)."""
+    ids = torch.stack([torch.arange(0, 4000, 3), torch.arange(4000, 0, -3)], dim=-1)[None]  # [1, N, 2]
+    reference = _patch_grid_reference(ids, 64, 1e4)
+    position = ids.max(dim=-1).values.to(torch.float64)[..., None]
+    allowed = 2 * (position + 1) * 2**-24 + 2**-23
+    original = load_file(str(FIXTURES / "cases" / "cached_dict_and_patch_ids.py")).PatchGridRotary(64)
+    cos, _ = original(ids)
+    assert cos.dtype == torch.int64 and set(cos.unique().tolist()) <= {-1, 0, 1}
+    fixed_module = load_file(str(FIXTURES / "fixed" / "cached_dict_and_patch_ids.py"))
+    for convert in (lambda m: m, lambda m: m.bfloat16()):
+        for autocast in (None, torch.bfloat16, torch.float16):
+            rotary = convert(fixed_module.PatchGridRotary(64))
+            with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+                cos, sin = rotary(ids)
+            assert cos.dtype == torch.float32
+            assert ((cos.double() - reference.cos()).abs() <= allowed).all()
+            assert ((sin.double() - reference.sin()).abs() <= allowed).all()

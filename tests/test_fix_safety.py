@@ -314,3 +314,25 @@ def test_a_call_through_another_receiver_keeps_the_call_site_fix_off():
     [found] = check_text("rotary.py", source, ALL).diagnostics
     assert found.code == "RPL005" and found.fix.safety == "unsafe"
     assert "where this file calls" not in found.fix.description
+
+
+def test_a_matmul_of_unsqueezed_vectors_is_elementwise_only_when_both_are_one_dimensional():
+    """`seq.unsqueeze(-1) @ inv_freq.unsqueeze(0)` is `[n, 1] @ [1, d]` when both are aranges (safe
+    elementwise rewrite); with a stacked two-row frequency table, `unsqueeze(0)` gives `[1, 2, d]` and
+    the matmul really contracts, so only the unsafe broadcast-and-sum rewrite is offered."""
+    source = textwrap.dedent('''\
+        import torch
+
+
+        def tables(seq_len, dim, base=10000.0):
+            inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            seq = torch.arange(seq_len, dtype=torch.float32)
+            freqs = seq.unsqueeze(-1) @ inv_freq.unsqueeze(0)
+            return freqs.cos(), freqs.sin()
+        ''')
+    assert _fixes(source)["RPL003"] == ("safe", "form the phase as an elementwise float32 product")
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False)
+    assert "freqs = seq.unsqueeze(-1) * inv_freq.unsqueeze(0)" in fixed.fixed
+    stacked = source.replace("    seq = torch", "    inv_freq = torch.stack([inv_freq, inv_freq / 2])\n    seq = torch")
+    assert stacked != source
+    assert _fixes(stacked)["RPL003"][0] == "unsafe"

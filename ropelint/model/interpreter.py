@@ -55,6 +55,7 @@ from .values import (
 POSITION_PARAMS = re.compile(
     r"^(position_ids|positions?|pos|pos_ids|position|cache_position|seq_pos|t|seq|timesteps?|offsets?)$"
 )
+INT_BY_NAME = re.compile(r"^(\w+_)?ids$")
 INT_POSITION_PARAMS = re.compile(r"^(position_ids|pos_ids|cache_position|input_pos)$")
 ACTIVATION_PARAMS = re.compile(
     r"^(x|hidden_states?|hidden|q|k|v|query|key|value|xq|xk|query_states|key_states|inputs?|tensor|qk|t_x)$"
@@ -70,6 +71,7 @@ SHAPE_METHODS = {
     "requires_grad_", "narrow", "flip", "roll", "chunk", "split", "t", "mT", "T", "to_dense",
     "__getitem__", "index_select", "gather", "tile", "movedim", "unflatten",
 }
+_CONFIG_NAMES = ("config", "args", "cfg", "params")
 PROMOTE_ORDER = [Dt.FULL, Dt.LOW, Dt.RUNTIME, Dt.INT, Dt.UNKNOWN]
 # The log of a base or timescale: ``math.log(10000)``, ``torch.log(base)``, ``log_timescale_increment``;
 # not a tensor's own ``.log()`` (geometric interpolation, log-space sampling).
@@ -168,6 +170,14 @@ class FileModel:
     # Same-file functions and methods (``Class.method``) that return a tensor built in the dtype one of
     # their parameters names (``torch.arange(n, dtype=dtype)``): symbol -> that parameter.
     dtype_params: dict[str, str] = field(default_factory=dict)
+
+
+def _none_defaulted(fn: FunctionNode) -> set[str]:
+    """Parameters whose default is ``None``."""
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    pairs = [*zip(positional[len(positional) - len(a.defaults):], a.defaults), *zip(a.kwonlyargs, a.kw_defaults)]
+    return {p.arg for p, d in pairs if isinstance(d, ast.Constant) and d.value is None}
 
 
 def _promote(a: Val, b: Val) -> tuple[Dt, ast.AST | None]:
@@ -363,7 +373,9 @@ class Interpreter:
         params = self._params(fn)
         if is_method and params:
             params = params[1:]
-        activation = next((p for p in params if ACTIVATION_PARAMS.match(p)), None)
+        # An activation that may be left out (``x: Optional[Tensor] = None``) cannot give fixes a dtype.
+        optional = _none_defaulted(fn)
+        activation = next((p for p in params if ACTIVATION_PARAMS.match(p) and p not in optional), None)
         scope = Scope(symbol, fn, tuple(params), activation, top)
         guards: list[Guard] = []
         for dec in fn.decorator_list:
@@ -487,7 +499,7 @@ class Interpreter:
                 return summary.items
             qn = qualname(node.func, self.imports) or ""
             if qn.rsplit(".", 1)[-1] in ("meshgrid", "broadcast_tensors") and qn.startswith("torch"):
-                return tuple(self._eval(a, frame).evolve(last_is_one=False, second_last_is_one=False)
+                return tuple(self._eval(a, frame).evolve(last_is_one=False, second_last_is_one=False, vector=False)
                              for a in node.args if not isinstance(a, ast.Starred))
         return None
 
@@ -747,6 +759,8 @@ class Interpreter:
                 return UNKNOWN
             dt = base.dtype
             plain_attribute = base.read is not None and base.read.ref.kind is StateKind.ATTRIBUTE
+            if dt is Dt.UNKNOWN and base.param is not None and INT_BY_NAME.match(base.param):
+                dt = Dt.INT  # ``ids``, ``patch_ids``: index tensors, integer by convention
             if dt is Dt.UNKNOWN and not base.has(Role.SCALAR) and not plain_attribute:
                 # The dtype of a tensor nothing is known about is decided at run time.
                 dt = Dt.RUNTIME
@@ -759,8 +773,10 @@ class Interpreter:
             return base
         if attr in ("shape", "ndim", "is_cuda"):
             return Val(frozenset({Role.SCALAR}))
-        if isinstance(node.value, ast.Name) and node.value.id in ("config", "args", "cfg", "params"):
-            return Val(frozenset({Role.SCALAR}))
+        if (isinstance(node.value, ast.Name) and node.value.id in _CONFIG_NAMES) or (
+                isinstance(node.value, ast.Attribute) and node.value.attr in _CONFIG_NAMES
+                and isinstance(node.value.value, ast.Name) and node.value.value.id == "self"):
+            return Val(frozenset({Role.SCALAR}))  # ``config.rope_theta``, ``self.config.d_model``
         return self._named(attr) if base is UNKNOWN else UNKNOWN
 
     def _state_read(self, attr: str, node: ast.AST, frame: Frame) -> Val:
@@ -795,8 +811,8 @@ class Interpreter:
                 kinds.append("index")
         if "new" in kinds and "index" not in kinds:
             return base.evolve(last_is_one=kinds[-1] == "new",
-                               second_last_is_one=len(kinds) >= 2 and kinds[-2] == "new", literal=None)
-        return base.evolve(literal=None)
+                               second_last_is_one=len(kinds) >= 2 and kinds[-2] == "new", literal=None, vector=False)
+        return base.evolve(literal=None, vector=False)
 
     # ------------------------------------------------------------------ calls
     def _callee_summary(self, node: ast.Call, frame: Frame) -> Summary | None:
@@ -833,7 +849,7 @@ class Interpreter:
                 bound = dict(zip(summary.params, vals))
                 bound.update(kvals)
                 if returned in bound:
-                    return bound[returned].evolve(last_is_one=False, second_last_is_one=False)
+                    return bound[returned].evolve(last_is_one=False, second_last_is_one=False, vector=False)
             return summary.returns
 
         qn = qualname(func, self.imports)
@@ -984,7 +1000,7 @@ class Interpreter:
                 out = v if out is UNKNOWN else join(out, v)
             if numpy and out.roles:
                 out = out.evolve(dtype=Dt.FULL)
-            return out.evolve(last_is_one=False, second_last_is_one=False)
+            return out.evolve(last_is_one=False, second_last_is_one=False, vector=False)
         if tail in ("pow", "float_power") and len(vals) >= 2:
             return self._power(node, vals[0], vals[1], frame)
         if tail == "exp" and vals:
@@ -1010,7 +1026,7 @@ class Interpreter:
         if tail in ("ones_like", "zeros_like", "ones", "zeros", "empty", "full", "randn", "rand"):
             return UNKNOWN
         if tail in SHAPE_METHODS and vals:
-            return vals[0].evolve(last_is_one=False, second_last_is_one=False)
+            return vals[0].evolve(last_is_one=False, second_last_is_one=False, vector=False)
         return UNKNOWN
 
     def _state_read_template(self, template: str, node: ast.AST, frame: Frame) -> Val:
@@ -1030,19 +1046,19 @@ class Interpreter:
         if not step2 and POSITION_ARGS.search(stop) and not EXPONENT_ARGS.search(stop):
             role = Role.POSITIONS
         if numpy:
-            return Val(frozenset({role}), Dt.FULL, site=None)
+            return Val(frozenset({role}), Dt.FULL, site=None, vector=True)
         dt = kvals.get("dtype")
         if dt is not None and dt.has(Role.DTYPE):
             dtype = dt.dtype
             site = node if dtype.can_be_16bit else (node if dtype is Dt.INT else None)
-            return Val(frozenset({role}), dtype, site=site, literal=None, dtype_param=dt.param)
+            return Val(frozenset({role}), dtype, site=site, literal=None, dtype_param=dt.param, vector=True)
         # ``linspace(0, 1 - 2 / dim, dim // 2)``: a ramp of fractions already, the exponent of ``base ** e``.
         fractions = tail == "linspace" and role is Role.ARANGE and ("/" in stop or (number(pos[1]) or 2) <= 1
                                                                    if len(pos) >= 2 else False)
         if tail == "linspace" or any(isinstance(v.literal, float) for v in vals) or any(
                 isinstance(number(a), float) for a in pos):
-            return Val(frozenset({role}), Dt.RUNTIME, site=node, scaled=fractions)
-        return Val(frozenset({role}), Dt.INT, site=node)
+            return Val(frozenset({role}), Dt.RUNTIME, site=node, scaled=fractions, vector=True)
+        return Val(frozenset({role}), Dt.INT, site=node, vector=True)
 
     def _method(self, node: ast.Call, method: str, receiver: Val, pos: list, kw: dict, frame: Frame,
                 receiver_node: ast.AST | None = None) -> Val:
@@ -1109,16 +1125,21 @@ class Interpreter:
             return self._binary_vals(node, receiver, vals[0], ast.Div(), frame)
         if method in ("unsqueeze",) and pos:
             text = self.spans.text(pos[0]).strip()
-            return receiver.evolve(last_is_one=text == "-1", second_last_is_one=text == "-2", literal=None)
+            if receiver.vector:  # [n] -> [1, n] or [n, 1]
+                return receiver.evolve(last_is_one=text in ("1", "-1"), second_last_is_one=text in ("0", "-2"),
+                                       literal=None, vector=False)
+            return receiver.evolve(last_is_one=text == "-1", second_last_is_one=text == "-2", literal=None,
+                                   vector=False)
         if method in ("expand", "view", "reshape", "repeat") and pos:
             texts = [self.spans.text(a).strip() for a in pos]
             return receiver.evolve(last_is_one=texts[-1] == "1",
-                                   second_last_is_one=len(texts) >= 2 and texts[-2] == "1", literal=None)
+                                   second_last_is_one=len(texts) >= 2 and texts[-2] == "1", literal=None,
+                                   vector=False)
         if method in SHAPE_METHODS:
             keep = method in ("contiguous", "clone", "detach", "cpu", "cuda", "requires_grad_")
             if keep:
                 return receiver
-            return receiver.evolve(last_is_one=False, second_last_is_one=False, literal=None)
+            return receiver.evolve(last_is_one=False, second_last_is_one=False, vector=False, literal=None)
         if method in ("max", "min", "amax", "amin") and not pos:
             return Val(frozenset(), receiver.dtype)  # a reduction keeps the dtype; what it means is gone
         if method in ("numel", "dim") or (method == "item" and receiver.dtype is Dt.INT):
@@ -1176,7 +1197,9 @@ class Interpreter:
             dt, site = exponent.dtype, exponent.site
             if dt is Dt.INT:
                 dt = Dt.RUNTIME
-            val = Val(frozenset({Role.INV_FREQ}), dt, site=site if dt.can_be_16bit else None, read=exponent.read)
+            # The base of inverse frequencies is a number by convention (``theta``, ``config.rope_theta``).
+            val = Val(frozenset({Role.INV_FREQ}), dt, site=site if dt.can_be_16bit else None, read=exponent.read,
+                      vector=exponent.vector and (base is UNKNOWN or base.has(Role.SCALAR)))
             self.model.inv_freqs.append(InvFreqBuilt(node, val, frame.scope))
             return val
         return self._arith(base, exponent, ast.Pow(), node, frame)
@@ -1186,7 +1209,7 @@ class Interpreter:
         has_log = arg_node is not None and _LOG_OF_BASE.search(self.spans.text(arg_node)) is not None
         if arg.has(Role.ARANGE) and arg.scaled and has_log:
             dt = Dt.RUNTIME if arg.dtype is Dt.INT else arg.dtype
-            val = Val(frozenset({Role.INV_FREQ}), dt, site=arg.site if dt.can_be_16bit else None)
+            val = Val(frozenset({Role.INV_FREQ}), dt, site=arg.site if dt.can_be_16bit else None, vector=arg.vector)
             self.model.inv_freqs.append(InvFreqBuilt(node, val, frame.scope))
             return val
         return arg.evolve(literal=None)
@@ -1223,6 +1246,7 @@ class Interpreter:
                    earlier_sites=earlier, scaled=scaled,
                    last_is_one=left.last_is_one or right.last_is_one,
                    second_last_is_one=left.second_last_is_one or right.second_last_is_one,
+                   vector=(left.vector or right.vector) and all(v.vector or v.has(Role.SCALAR) for v in (left, right)),
                    param=left.param or right.param if not roles else None,
                    dtype_param=next((v.dtype_param for v in (left, right) if not v.has(Role.SCALAR)), None))
 

@@ -96,6 +96,9 @@ class Val:
     # Shape facts for the matmul -> broadcast rewrite: [..., n, 1] and [..., 1, m].
     last_is_one: bool = False
     second_last_is_one: bool = False
+    # Known to have exactly one axis (an arange, and elementwise arithmetic of it with scalars), so
+    # ``unsqueeze(0)`` makes it [1, n] and ``unsqueeze(1)`` makes it [n, 1].
+    vector: bool = False
     # For function summaries: the parameter this value is (or is derived from by shape ops).
     param: str | None = None
     # Set on a phase: the product that formed it.
@@ -156,6 +159,7 @@ def join(a: Val, b: Val) -> Val:
         scaled=a.scaled or b.scaled,
         last_is_one=a.last_is_one and b.last_is_one,
         second_last_is_one=a.second_last_is_one and b.second_last_is_one,
+        vector=a.vector and b.vector,
         param=a.param if a.param == b.param else None,
         product=a.product or b.product,
         dtype_param=a.dtype_param if a.dtype_param == b.dtype_param else None,

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from ..diagnostics import FixPlan, Replace
+import ast
+
+from ..diagnostics import DeleteLines, FixPlan, Replace
 from ..model.values import Dt, Role
 from .base import Rule, RuleContext, cast_receiver
 
@@ -14,6 +16,9 @@ class IntegerTableCast(Rule):
                 continue
             what = "phase" if cast.receiver.has(Role.PHASE) else "cos/sin table"
             target = ctx.code(cast.target_expr) if cast.target_expr is not None else "an integer dtype"
+            source = cast.target.param
+            if source is not None and cast.target.has(Role.DTYPE) and source not in target:
+                target = source  # ``dtype, device = ids.dtype, ids.device`` ... ``cos.to(dtype)``
             message = (f"{what} cast to the dtype of `{target}`, an integer tensor: values truncate toward zero "
                        f"(cos and sin collapse to -1, 0 or 1: 99.96% of cos becomes 0 over 4096 positions)")
             ctx.report(self.code, cast.node, message, cast.scope, self._fix(ctx, cast))
@@ -25,5 +30,10 @@ class IntegerTableCast(Rule):
             return FixPlan("safe", f"cast to `{replacement}` (the activation dtype) instead",
                            (Replace(cast.target_expr, replacement),))
         receiver = cast_receiver(cast.node) or cast.node
+        owner = ctx.model.statement_of.get(id(cast.node))
+        if isinstance(owner, ast.Assign) and owner.value is cast.node and isinstance(receiver, ast.Name) \
+                and [ctx.code(t) for t in owner.targets] == [receiver.id]:
+            # ``cos = cos.to(dtype)`` would become ``cos = cos``: the line goes.
+            return FixPlan("safe", "keep the table in float32 (drop the integer cast)", (DeleteLines(owner),))
         return FixPlan("safe", "keep the table in float32 (drop the integer cast)",
                        (Replace(cast.node, ctx.code(receiver)),))
