@@ -11,6 +11,7 @@ with its parameters described by their names, so the result does not depend on c
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -131,6 +132,8 @@ class Summary:
     trig_params: frozenset[str] = frozenset()
     position_params: frozenset[str] = frozenset()
     params: tuple[str, ...] = ()
+    # Casts of a parameter to an integer dtype (``cache.to(position_ids)``): a table passed there truncates.
+    int_casts: tuple[tuple[str, Cast], ...] = ()
 
 
 @dataclass
@@ -144,6 +147,7 @@ class Frame:
     return_items: list[tuple[Val, ...]] = field(default_factory=list)
     trig_params: set[str] = field(default_factory=set)
     position_params: set[str] = field(default_factory=set)
+    int_casts: list[tuple[str, Cast]] = field(default_factory=list)
 
 
 @dataclass
@@ -396,7 +400,8 @@ class Interpreter:
             for more in frame.return_items[1:]:
                 if len(more) == len(items):
                     items = tuple(join(a, b) for a, b in zip(items, more))
-        return Summary(ret, items, frozenset(frame.trig_params), frozenset(frame.position_params), tuple(params))
+        return Summary(ret, items, frozenset(frame.trig_params), frozenset(frame.position_params), tuple(params),
+                       tuple(frame.int_casts))
 
     # ------------------------------------------------------------- statements
     def _block(self, body: list[ast.stmt], frame: Frame) -> None:
@@ -681,6 +686,10 @@ class Interpreter:
 
     def _eval_subscript(self, node: ast.Subscript, frame: Frame) -> Val:
         base = self._eval(node.value, frame)
+        key = string_value(node.slice)
+        if key is not None and not base.roles:
+            # ``self.rope["inv_freq"]`` (an ``nn.ParameterDict``, a dict of tables): the key names the value.
+            return self._named(key)
         elements = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         for el in elements:
             if not isinstance(el, ast.Slice):
@@ -725,8 +734,11 @@ class Interpreter:
         return Val(frozenset({Role.SCALAR}))
 
     def _eval_boolop(self, node: ast.BoolOp, frame: Frame) -> Val:
-        for child in node.values:
-            self._eval(child, frame)
+        vals = [self._eval(child, frame) for child in node.values]
+        if isinstance(node.op, ast.Or) and all(v.has(Role.DTYPE) for v in vals):
+            # ``dtype or position_ids.dtype``: each operand is the dtype some call gets; the worst one decides.
+            return next((v for v in vals if v.dtype is Dt.INT), None) \
+                or next((v for v in vals if v.dtype.can_be_16bit), vals[-1])
         return Val(frozenset({Role.SCALAR}))
 
     def _eval_starred(self, node: ast.Starred, frame: Frame) -> Val:
@@ -797,7 +809,8 @@ class Interpreter:
             return Val(roles, Dt.RUNTIME, site=node, read=read, scaled=stored.scaled)
         if not roles or roles <= {Role.SCALAR}:
             return stored
-        return stored.evolve(read=read, alt_reads=())
+        # ``self.inv_freq = <what a registry function returned>``: the name says what it holds.
+        return stored.evolve(roles=roles, read=read, alt_reads=())
 
     @staticmethod
     def _subscript(elements: list[ast.expr], base: Val) -> Val:
@@ -886,10 +899,15 @@ class Interpreter:
 
     def _check_helper_trig(self, node: ast.Call, summary: Summary, vals: list[Val], kvals: dict[str, Val],
                            frame: Frame) -> None:
-        if not summary.trig_params and not summary.position_params:
+        if not summary.trig_params and not summary.position_params and not summary.int_casts:
             return
         bound = dict(zip(summary.params, vals))
         bound.update(kvals)
+        for name, cast in summary.int_casts:
+            val = bound.get(name)
+            if val is not None and val.roles & {Role.TABLE, Role.PHASE}:
+                # ``_gather(self._cos_cached, position_ids)``: the helper's cast truncates this table.
+                self.model.casts.append(dataclasses.replace(cast, receiver=val))
         callee = (dotted(node.func) or ["?"])[-1]
         for name, val in bound.items():
             if name in summary.position_params:
@@ -992,6 +1010,8 @@ class Interpreter:
             return Val(frozenset({Role.COMPLEX}), Dt.FULL)
         if tail in ("view_as_complex", "complex"):
             return Val(frozenset({Role.COMPLEX}), Dt.FULL)
+        if tail == "view_as_real" and vals and vals[0].has(Role.COMPLEX):
+            return Val(frozenset({Role.TABLE}), Dt.FULL)  # (cos, sin) pairs of a rotation
         if tail in ("cat", "stack", "concat", "concatenate", "hstack", "vstack", "dstack"):
             items = self._items_of(pos[0], frame) if pos else None
             vals2 = list(items) if items else vals[:1]
@@ -1095,6 +1115,10 @@ class Interpreter:
                                                           and not vals[0].has(Role.SCALAR))):
                 # ``.to(other_tensor)`` takes that tensor's dtype.
                 target, target_node = dtype_val(vals[0].dtype, read=vals[0].read), pos[0]
+            if method == "to" and target is None and vals and vals[0].has(Role.POSITIONS) \
+                    and self._indexed_by(node, pos[0]):
+                # ``cache.to(positions)[positions]``: what indexes a tensor is integer, and ``.to`` takes its dtype.
+                target, target_node = dtype_val(Dt.INT).evolve(param=vals[0].param), pos[0]
             if target is None or not target.has(Role.DTYPE):
                 return receiver
             self._cast(node, method, receiver, target, target_node, frame)
@@ -1148,6 +1172,13 @@ class Interpreter:
             return Val(frozenset({Role.SCALAR}))
         return UNKNOWN
 
+    def _indexed_by(self, call: ast.Call, arg: ast.expr) -> bool:
+        """``call`` is subscripted with ``arg`` itself (the same name) in the statement being evaluated."""
+        if self._current is None or not isinstance(arg, ast.Name):
+            return False
+        return any(isinstance(n, ast.Subscript) and n.value is call and isinstance(n.slice, ast.Name)
+                   and n.slice.id == arg.id for n in ast.walk(self._current))
+
     @staticmethod
     def _cast_result(node: ast.Call, receiver: Val, target: Val) -> Val:
         dt = target.dtype
@@ -1162,7 +1193,10 @@ class Interpreter:
               target_node: ast.expr | None, frame: Frame) -> None:
         if receiver.roles & {Role.PHASE, Role.TABLE, Role.POSITIONS, Role.ARANGE, Role.INV_FREQ, Role.COMPLEX} \
                 or receiver.param is not None:
-            self.model.casts.append(Cast(node, method, receiver, target, target_node, frame.scope))
+            cast = Cast(node, method, receiver, target, target_node, frame.scope)
+            self.model.casts.append(cast)
+            if receiver.param is not None and target.dtype is Dt.INT and not receiver.roles:
+                frame.int_casts.append((receiver.param, cast))
 
     def _trig(self, node: ast.Call, arg: Val, frame: Frame, numpy: bool) -> Val:
         if arg.has(Role.PHASE) and not numpy:
@@ -1219,6 +1253,10 @@ class Interpreter:
             return UNKNOWN
         if left.has(Role.SCALAR) and right.has(Role.SCALAR):
             return Val(frozenset({Role.SCALAR}))
+        if isinstance(op, (ast.Mult, ast.Add, ast.Sub)) and any(v.has(Role.ACTIVATION) for v in (left, right)) \
+                and any(v.roles & {Role.INV_FREQ, Role.TABLE} for v in (left, right)):
+            # ``x0 * cos - x1 * sin``: the activation rotated, not a table (casting it back is the boundary).
+            return Val(frozenset({Role.ACTIVATION}), Dt.RUNTIME)
         roles = (left.roles | right.roles) - {Role.SCALAR, Role.DTYPE, Role.DEVICE, Role.ACTIVATION}
         if Role.PHASE in roles:
             roles = frozenset({Role.PHASE})

@@ -3,8 +3,10 @@ from __future__ import annotations
 import ast
 
 from ..diagnostics import DeleteLines, FixPlan, Replace
+from ..model.names import qualname
 from ..model.values import Dt, Role
 from .base import Rule, RuleContext, cast_receiver
+from .construction import assigned_value
 
 
 class IntegerTableCast(Rule):
@@ -17,19 +19,41 @@ class IntegerTableCast(Rule):
             what = "phase" if cast.receiver.has(Role.PHASE) else "cos/sin table"
             target = ctx.code(cast.target_expr) if cast.target_expr is not None else "an integer dtype"
             source = cast.target.param
-            if source is not None and cast.target.has(Role.DTYPE) and source not in target:
+            fallback = _integer_fallback(ctx, cast)
+            if fallback is not None:
+                what = f"{what} cast to `{target}`, which without a dtype argument is"
+                target = source
+            elif source is not None and cast.target.has(Role.DTYPE) and source not in target:
                 target = source  # ``dtype, device = ids.dtype, ids.device`` ... ``cos.to(dtype)``
-            message = (f"{what} cast to the dtype of `{target}`, an integer tensor: values truncate toward zero "
+            if fallback is None:
+                what = f"{what} cast to"
+            message = (f"{what} the dtype of `{target}`, an integer tensor: values truncate toward zero "
                        f"(cos and sin collapse to -1, 0 or 1: 99.96% of cos becomes 0 over 4096 positions)")
             ctx.report(self.code, cast.node, message, cast.scope, self._fix(ctx, cast))
 
     def _fix(self, ctx: RuleContext, cast) -> FixPlan:  # type: ignore[no-untyped-def]
+        fallback = _integer_fallback(ctx, cast)
+        if fallback is not None:
+            torch, imports = ctx.torch_name()
+            return FixPlan("safe", f"fall back to `{torch}.float32` instead of `{ctx.code(fallback)}` (a dtype the "
+                                   f"caller passes still wins)", (Replace(fallback, f"{torch}.float32"), *imports))
         act = cast.scope.activation
+        receiver = cast_receiver(cast.node) or cast.node
+        tensor = _tensor_target(ctx, cast)
+        if tensor is not None and cast.method == "to":
+            # ``.to(positions)`` also moves the table to the positions' device: keep that part.
+            code = ctx.code(tensor)
+            replacement = f"{code}.device, dtype={act}.dtype" if act is not None else f"{code}.device"
+            description = (f"keep the move to `{code}.device` and cast to `{act}.dtype` (the activation dtype)"
+                           if act is not None else f"keep only the move to `{code}.device` (the table stays float)")
+            return FixPlan("safe", description, (Replace(tensor, replacement),))
         if act is not None and cast.target_expr is not None:
             replacement = act if cast.method == "type_as" else f"{act}.dtype"
             return FixPlan("safe", f"cast to `{replacement}` (the activation dtype) instead",
                            (Replace(cast.target_expr, replacement),))
-        receiver = cast_receiver(cast.node) or cast.node
+        if tensor is not None:  # ``.type_as(position_ids)`` without an activation: the device move stays
+            return FixPlan("safe", f"keep the table in float32 and only move it to `{ctx.code(tensor)}.device`",
+                           (Replace(cast.node, f"{ctx.code(receiver)}.to({ctx.code(tensor)}.device)"),))
         owner = ctx.model.statement_of.get(id(cast.node))
         if isinstance(owner, ast.Assign) and owner.value is cast.node and isinstance(receiver, ast.Name) \
                 and [ctx.code(t) for t in owner.targets] == [receiver.id]:
@@ -37,3 +61,28 @@ class IntegerTableCast(Rule):
             return FixPlan("safe", "keep the table in float32 (drop the integer cast)", (DeleteLines(owner),))
         return FixPlan("safe", "keep the table in float32 (drop the integer cast)",
                        (Replace(cast.node, ctx.code(receiver)),))
+
+
+def _integer_fallback(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[no-untyped-def]
+    """In ``x.to(dtype or position_ids.dtype)`` (or ``out = dtype or position_ids.dtype`` ... ``x.to(out)``),
+    the ``position_ids.dtype`` operand: the dtype a call without ``dtype`` gets."""
+    expr, source = cast.target_expr, cast.target.param
+    if isinstance(expr, ast.Name) and cast.scope.node is not None:
+        found = assigned_value(cast.scope.node, expr.id, cast.node)
+        expr = found[0] if found is not None and found[1] is None else None
+    if not (isinstance(expr, ast.BoolOp) and isinstance(expr.op, ast.Or)) or source is None:
+        return None
+    return next((v for v in expr.values if isinstance(v, ast.Attribute) and v.attr == "dtype"
+                 and isinstance(v.value, ast.Name) and v.value.id == source), None)
+
+
+def _tensor_target(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[no-untyped-def]
+    """The tensor in ``t.to(positions)`` / ``t.type_as(positions)``, whose device the cast also takes;
+    None when the argument is a dtype (``.to(pos.dtype)``, ``.to(out_dtype)``, ``.to(torch.long)``)."""
+    node, expr = cast.node, cast.target_expr
+    if cast.method not in ("to", "type_as") or expr is None or not node.args or node.args[0] is not expr:
+        return None
+    if not isinstance(expr, (ast.Name, ast.Attribute)) or "dtype" in ctx.code(expr) \
+            or (isinstance(expr, ast.Attribute) and (qualname(expr, ctx.imports) or "").startswith("torch.")):
+        return None
+    return expr
