@@ -65,7 +65,7 @@ SCALAR_PARAMS = re.compile(
     r"(seq_len|seqlen|max_seq|max_position|^end$|^dim$|head_dim|^base$|theta|^n_elem$|length|factor|scale)"
 )
 POSITION_ARGS = re.compile(r"seq|len|max|pos|end|ctx|cache|length|tokens|time|frame|^[thwTHWn]$|size|shape")
-EXPONENT_ARGS = re.compile(r"dim|half|rot|n_elem|head|feat|channels")
+EXPONENT_ARGS = re.compile(r"dim|half|rot|n_elem|head|feat|channels|//\s*2\b")
 SHAPE_METHODS = {
     "expand", "expand_as", "view", "reshape", "transpose", "permute", "contiguous", "unsqueeze",
     "squeeze", "repeat", "repeat_interleave", "flatten", "clone", "detach", "cpu", "cuda",
@@ -134,6 +134,8 @@ class Summary:
     params: tuple[str, ...] = ()
     # Casts of a parameter to an integer dtype (``cache.to(position_ids)``): a table passed there truncates.
     int_casts: tuple[tuple[str, Cast], ...] = ()
+    # Casts of a table to a dtype parameter (``emb.cos().to(dtype)``): a caller passing an integer dtype truncates.
+    dtype_casts: tuple[tuple[str, Cast], ...] = ()
 
 
 @dataclass
@@ -148,6 +150,7 @@ class Frame:
     trig_params: set[str] = field(default_factory=set)
     position_params: set[str] = field(default_factory=set)
     int_casts: list[tuple[str, Cast]] = field(default_factory=list)
+    dtype_casts: list[tuple[str, Cast]] = field(default_factory=list)
 
 
 @dataclass
@@ -174,6 +177,31 @@ class FileModel:
     # Same-file functions and methods (``Class.method``) that return a tensor built in the dtype one of
     # their parameters names (``torch.arange(n, dtype=dtype)``): symbol -> that parameter.
     dtype_params: dict[str, str] = field(default_factory=dict)
+    # Same-file functions -> the parameters they use only as positions of a phase (never their dtype,
+    # never returned): float32 positions passed there change the phase's precision and nothing else.
+    phase_position_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def _positions_only(fn: FunctionNode, params: frozenset[str]) -> set[str]:
+    """The ``params`` whose dtype ``fn`` never reads and that it never returns as they are."""
+    out = set(params)
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Attribute) and node.attr == "dtype" and isinstance(node.value, ast.Name):
+            out.discard(node.value.id)
+        elif isinstance(node, ast.Return) and node.value is not None:
+            for item in (node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]):
+                if isinstance(item, ast.Name):
+                    out.discard(item.id)
+    return out
+
+
+def _float32_defaulted(fn: FunctionNode) -> set[str]:
+    """Parameters whose default is ``torch.float32`` (or ``torch.float``, ``torch.float64``)."""
+    a = fn.args
+    positional = [*a.posonlyargs, *a.args]
+    pairs = [*zip(positional[len(positional) - len(a.defaults):], a.defaults), *zip(a.kwonlyargs, a.kw_defaults)]
+    return {p.arg for p, d in pairs if isinstance(d, ast.Attribute) and isinstance(d.value, ast.Name)
+            and d.attr in ("float32", "float", "float64", "double")}
 
 
 def _none_defaulted(fn: FunctionNode) -> set[str]:
@@ -210,6 +238,7 @@ class Interpreter:
         self._tuple_items: dict[int, tuple[Val, ...]] = {}
         self._current: ast.stmt | None = None  # the statement being evaluated
         self._metadata_read = False
+        self._calls_by_name: dict[str, list[ast.Call]] | None = None
         # Expression kinds the analysis looks into; any other evaluates to UNKNOWN.
         self._handlers = {
             ast.Name: self._eval_name, ast.Constant: self._eval_constant, ast.Attribute: self._attribute,
@@ -333,6 +362,9 @@ class Interpreter:
             self.model.full_returns.add(name)
         if summary.returns.dtype_param is not None:
             self.model.dtype_params[name] = summary.returns.dtype_param
+        used = _positions_only(fn, summary.position_params)
+        if used:
+            self.model.phase_position_params[name] = tuple(p if p in used else "" for p in summary.params)
         return summary
 
     # -------------------------------------------------------------- functions
@@ -368,6 +400,8 @@ class Interpreter:
             return Val(frozenset({Role.INV_FREQ}))
         if low in ("cos", "sin", "cos_cached", "sin_cached", "_cos_cached", "_sin_cached"):
             return Val(frozenset({Role.TABLE}))
+        if low.endswith("_cis") or low.startswith("freqs_cis"):
+            return Val(frozenset({Role.COMPLEX}), Dt.FULL)  # Meta's ``freqs_cis``: complex rotations
         if ACTIVATION_PARAMS.match(name):
             return Val(frozenset({Role.ACTIVATION}), Dt.RUNTIME)
         return UNKNOWN
@@ -390,6 +424,10 @@ class Interpreter:
         named_freq = any(self._param_val(p).has(Role.INV_FREQ) for p in params)
         trig = _trig_operands(fn) if named_freq else frozenset()
         frame = Frame({p: self._param_val(p, p in trig) for p in params}, {}, scope, cls, guards)
+        for p in _float32_defaulted(fn):
+            if p in frame.env and frame.env[p].has(Role.DTYPE) and self._callers_keep_default(fn, p, is_method):
+                # ``def yarn_inv_freq(..., dtype=torch.float32)``: float32 unless a caller asks otherwise.
+                frame.env[p] = frame.env[p].evolve(dtype=Dt.FULL)
         self._block(fn.body, frame)
         ret = UNKNOWN
         for r in frame.returns:
@@ -401,7 +439,7 @@ class Interpreter:
                 if len(more) == len(items):
                     items = tuple(join(a, b) for a, b in zip(items, more))
         return Summary(ret, items, frozenset(frame.trig_params), frozenset(frame.position_params), tuple(params),
-                       tuple(frame.int_casts))
+                       tuple(frame.int_casts), tuple(frame.dtype_casts))
 
     # ------------------------------------------------------------- statements
     def _block(self, body: list[ast.stmt], frame: Frame) -> None:
@@ -899,10 +937,19 @@ class Interpreter:
 
     def _check_helper_trig(self, node: ast.Call, summary: Summary, vals: list[Val], kvals: dict[str, Val],
                            frame: Frame) -> None:
-        if not summary.trig_params and not summary.position_params and not summary.int_casts:
+        if not summary.trig_params and not summary.position_params and not summary.int_casts \
+                and not summary.dtype_casts:
             return
         bound = dict(zip(summary.params, vals))
         bound.update(kvals)
+        if summary.dtype_casts:
+            nodes = dict(zip(summary.params, node.args))
+            nodes.update({k.arg: k.value for k in node.keywords if k.arg is not None})
+            for name, cast in summary.dtype_casts:
+                val = bound.get(name)
+                if val is not None and val.has(Role.DTYPE) and val.dtype is Dt.INT and name in nodes:
+                    # ``self._set_cos_sin_cache(n, dtype=position_ids.dtype)``: the callee casts its tables to it.
+                    self.model.casts.append(Cast(node, "call", cast.receiver, val, nodes[name], frame.scope))
         for name, cast in summary.int_casts:
             val = bound.get(name)
             if val is not None and val.roles & {Role.TABLE, Role.PHASE}:
@@ -996,6 +1043,8 @@ class Interpreter:
             operands = vals[-2:] if tail in ("addmm", "baddbmm", "addbmm") else vals[:2]
             opnodes = pos[-2:] if tail in ("addmm", "baddbmm", "addbmm") else pos[:2]
             if len(operands) == 2:
+                if tail == "mm":
+                    operands = [self._matrix_operand(v, n) for v, n in zip(operands, opnodes)]
                 result = self._product_or_arith(node, "matmul", operands[0], operands[1], frame, opnodes)
                 if result is not None:
                     return result
@@ -1136,6 +1185,8 @@ class Interpreter:
         if method in ("mul", "multiply") and vals:
             res = self._product_or_arith(node, "elementwise", receiver, vals[0], frame, [receiver_node, pos[0]])
             return res or self._arith(receiver, vals[0], ast.Mult(), node, frame)
+        if method == "mm" and vals:
+            receiver, vals = self._matrix_operand(receiver, receiver_node), [self._matrix_operand(vals[0], pos[0])]
         if method in ("matmul", "mm", "bmm") and vals:
             res = self._product_or_arith(node, "matmul", receiver, vals[0], frame, [receiver_node, pos[0]])
             return res or UNKNOWN
@@ -1172,6 +1223,40 @@ class Interpreter:
             return Val(frozenset({Role.SCALAR}))
         return UNKNOWN
 
+    def _matrix_operand(self, val: Val, node: ast.AST | None) -> Val:
+        """An operand of ``mm``, which takes exactly two axes: ``t.unsqueeze(1)`` is then [n, 1] and
+        ``f.unsqueeze(0)`` is [1, m] whatever is known about ``t`` and ``f``."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "unsqueeze" \
+                and len(node.args) == 1:
+            axis = self.spans.text(node.args[0]).strip()
+            if axis in ("1", "-1"):
+                return val.evolve(last_is_one=True, second_last_is_one=False)
+            if axis in ("0", "-2"):
+                return val.evolve(last_is_one=False, second_last_is_one=True)
+        return val
+
+    def _callers_keep_default(self, fn: FunctionNode, param: str, is_method: bool) -> bool:
+        """The file calls ``fn`` and no call passes ``param`` (or each passes a float32 dtype)."""
+        if self._calls_by_name is None:
+            self._calls_by_name = {}
+            for node in ast.walk(self.module):
+                if isinstance(node, ast.Call):
+                    name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+                    if name is not None:
+                        self._calls_by_name.setdefault(name, []).append(node)
+        calls = self._calls_by_name.get(fn.name, [])
+        positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)][1 if is_method else 0:]
+        index = positional.index(param) if param in positional else None
+        for call in calls:
+            if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+                return False
+            given = next((k.value for k in call.keywords if k.arg == param), None)
+            if given is None and index is not None and index < len(call.args):
+                given = call.args[index]
+            if given is not None and not (isinstance(given, ast.Attribute) and given.attr in ("float32", "float")):
+                return False
+        return bool(calls)
+
     def _indexed_by(self, call: ast.Call, arg: ast.expr) -> bool:
         """``call`` is subscripted with ``arg`` itself (the same name) in the statement being evaluated."""
         if self._current is None or not isinstance(arg, ast.Name):
@@ -1197,6 +1282,9 @@ class Interpreter:
             self.model.casts.append(cast)
             if receiver.param is not None and target.dtype is Dt.INT and not receiver.roles:
                 frame.int_casts.append((receiver.param, cast))
+            if receiver.roles & {Role.TABLE, Role.PHASE} and target.param is not None \
+                    and target.param in frame.scope.params and target.dtype is not Dt.INT:
+                frame.dtype_casts.append((target.param, cast))
 
     def _trig(self, node: ast.Call, arg: Val, frame: Frame, numpy: bool) -> Val:
         if arg.has(Role.PHASE) and not numpy:

@@ -44,6 +44,12 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
         target = args[0] if args else next((k.value for k in site.keywords if k.arg == "dtype"), site.func)
         if _runtime_inv_freq(ctx, receiver):  # float32 already (an earlier RPL002 rebuild): the cast just goes
             return _plan(ctx, site, target, scope, what, f"keep the {what} float32", (Replace(site, text),))
+        if isinstance(site.func, ast.Attribute) and site.func.attr == "to" and target is not site.func \
+                and len(site.args) + len(site.keywords) > 1:
+            # ``t.to(device=d, dtype=dt)``: the device move stays, only the dtype changes.
+            torch, imports = ctx.torch_name()
+            return _plan(ctx, site, target, scope, what, f"cast the {what} to float32",
+                         (Replace(target, f"{torch}.float32"), *imports))
         return _plan(ctx, site, target, scope, what, f"cast the {what} to float32",
                      (Replace(site, f"{text}.float()" if is_atom(receiver) else f"({text}).float()"),))
     return None
@@ -65,6 +71,9 @@ def _plan(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Scope,
         casts = _return_casts(ctx, scope, dtype.id)
         if casts:
             return FixPlan("safe", f"{description}, and return the tables in `{dtype.id}`", (*edits, *casts))
+        casts = _stored_casts(ctx, scope, dtype.id)
+        if casts:
+            return FixPlan("safe", f"{description}, and store the tables in `{dtype.id}`", (*edits, *casts))
     if why:
         return FixPlan("unsafe", f"{description} ({why})", edits)
     return FixPlan("safe", description, edits)
@@ -86,6 +95,23 @@ def _return_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, 
                 return ()  # something else is returned too: leave the returns alone
             text = ctx.code(value)
             edits.append(Replace(value, f"{text}.to({dtype})" if is_atom(value) else f"({text}).to({dtype})"))
+    return tuple(edits)
+
+
+def _stored_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, ...]:
+    """``self.cos_cached = emb.cos()`` -> ``emb.cos().to(dtype)`` when the function returns no tables and
+    stores them in attributes of ``self`` instead (a cache a later call reads)."""
+    fn = scope.node
+    if fn is None or any(isinstance(n, ast.Return) and n.value is not None for n in ast.walk(fn)):
+        return ()
+    edits = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute) \
+                and isinstance(node.targets[0].value, ast.Name) and node.targets[0].value.id == "self" \
+                and isinstance(node.value, ast.Call) and (getattr(node.value.func, "attr", None)
+                                                          or getattr(node.value.func, "id", None)) in ("cos", "sin"):
+            text = ctx.code(node.value)
+            edits.append(Replace(node.value, f"{text}.to({dtype})"))
     return tuple(edits)
 
 
@@ -173,6 +199,10 @@ def _only_fed_to_full_helpers(ctx: RuleContext, site: ast.Call, scope: Scope) ->
     """``ids = <site>``, and every later read of ``ids`` is its metadata (``ids.ndim``), a reshaping
     assigned back to ``ids`` (``ids = ids[..., None]``) or an argument of a same-file function that
     returns float32 whatever it is given (Flux's ``rope(pos, ...)`` ends in ``.float()``)."""
+    owner = ctx.model.statement_of.get(id(site))
+    if isinstance(owner, ast.Assign) and isinstance(owner.value, ast.BinOp) and isinstance(owner.value.op, (ast.Add, ast.Sub)) \
+            and site in (owner.value.left, owner.value.right):
+        site = owner.value  # ``pos = <site> + offset``: the sum is what the name holds
     found = assigned_name(ctx, site)
     fn = scope.node
     if found is None or fn is None:
@@ -184,15 +214,32 @@ def _only_fed_to_full_helpers(ctx: RuleContext, site: ast.Call, scope: Scope) ->
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
                 and node.targets[0].id == name and node is not stmt:
             value = node.value
+            while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+                    and value.func.attr in _RESHAPES:  # ``ids = ids[None].expand(b, -1)``
+                value = value.func.value
             if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
                 allowed.add(id(value.value))
+            elif isinstance(value, ast.Name) and value is not node.value:
+                allowed.add(id(value))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ctx.model.full_returns:
             for arg in (*node.args, *(k.value for k in node.keywords)):
                 for inner in ast.walk(arg):
                     if isinstance(inner, ast.Name) and inner.id == name:
                         allowed.add(id(inner))
                         fed = True
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ctx.model.phase_position_params:
+            # ``apply_rope(x, positions)`` whose ``positions`` only ever enter its phase.
+            slots = ctx.model.phase_position_params[node.func.id]
+            given = [*zip(slots, node.args), *((k.arg, k.value) for k in node.keywords if k.arg in slots)]
+            for slot, arg in given:
+                if slot and isinstance(arg, ast.Name) and arg.id == name:
+                    allowed.add(id(arg))
+                    fed = True
     return fed and only_read_by(ctx, site, fn, allowed)
+
+
+_RESHAPES = ("expand", "expand_as", "view", "reshape", "unsqueeze", "flatten", "contiguous", "repeat")
 
 
 def _used_as_index(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:

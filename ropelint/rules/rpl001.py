@@ -27,11 +27,22 @@ class IntegerTableCast(Rule):
                 target = source  # ``dtype, device = ids.dtype, ids.device`` ... ``cos.to(dtype)``
             if fallback is None:
                 what = f"{what} cast to"
-            message = (f"{what} the dtype of `{target}`, an integer tensor: values truncate toward zero "
-                       f"(cos and sin collapse to -1, 0 or 1: 99.96% of cos becomes 0 over 4096 positions)")
+            message = f"{what} the dtype of `{target}`, an integer tensor"
+            if cast.method == "call":
+                callee = ctx.code(cast.node.func).removeprefix("self.")
+                message = (f"`{callee}` casts its {what.removesuffix(' cast to')} to the dtype passed here, "
+                           f"`{ctx.code(cast.target_expr)}`: an integer dtype")
+            message += (": values truncate toward zero (cos and sin collapse to -1, 0 or 1: 99.96% of cos becomes 0 "
+                        "over 4096 positions)")
             ctx.report(self.code, cast.node, message, cast.scope, self._fix(ctx, cast))
 
     def _fix(self, ctx: RuleContext, cast) -> FixPlan:  # type: ignore[no-untyped-def]
+        if cast.method == "call":  # the integer dtype is an argument of a same-file function that casts to it
+            act = cast.scope.activation
+            torch, imports = ctx.torch_name()
+            replacement = f"{act}.dtype" if act is not None else f"{torch}.float32"
+            return FixPlan("safe", f"pass `{replacement}` instead", (Replace(cast.target_expr, replacement),
+                                                                    *(imports if act is None else ())))
         fallback = _integer_fallback(ctx, cast)
         if fallback is not None:
             torch, imports = ctx.torch_name()

@@ -24,7 +24,9 @@ class LowPrecisionInvFreq(Rule):
             ctx.report(self.code, val.site, message, built.scope, float32_fix(ctx, val.site, "inverse frequencies", built.scope))
         for cast in ctx.model.casts:
             receiver = cast.receiver
-            if not receiver.has(Role.INV_FREQ) or receiver.has(Role.PHASE) or receiver.reads:
+            # Module state that casts convert is RPL002's; a plain attribute cast here is this rule's.
+            if not receiver.has(Role.INV_FREQ) or receiver.has(Role.PHASE) \
+                    or any(read.follows_module_casts for read in receiver.reads):
                 continue
             if not cast.target.dtype.can_be_16bit:
                 continue
