@@ -336,3 +336,76 @@ def test_a_matmul_of_unsqueezed_vectors_is_elementwise_only_when_both_are_one_di
     stacked = source.replace("    seq = torch", "    inv_freq = torch.stack([inv_freq, inv_freq / 2])\n    seq = torch")
     assert stacked != source
     assert _fixes(stacked)["RPL003"][0] == "unsafe"
+
+
+def test_an_activation_rotated_by_tables_is_not_a_table():
+    """`x0 * cos - x1 * sin` cast back with `.type_as(x)` is the attention boundary, even when the
+    tables come from a parameter named `freqs` (OpenELM's (cos, sin) pairs): no RPL006."""
+    source = textwrap.dedent('''\
+        import torch
+
+
+        def apply_rotary_emb(x, freqs):
+            xf = x.float().reshape(*x.shape[:-1], -1, 2)
+            cos, sin = freqs[..., 0].float(), freqs[..., 1].float()
+            x0, x1 = xf[..., 0], xf[..., 1]
+            out = torch.stack((x0 * cos - x1 * sin, x1 * cos + x0 * sin), dim=-1)
+            return out.flatten(-2).type_as(x)
+        ''')
+    assert check_text("rotary.py", source, ALL).diagnostics == ()
+
+
+def test_string_keyed_containers_and_builder_arguments_name_their_values():
+    """`self.rope["inv_freq"]` (an nn.ParameterDict) reads inverse frequencies, so the disabled-autocast
+    guard around its phase is found; a `freqs_cis` buffer built by a builder passed in is complex."""
+    guarded = textwrap.dedent('''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+                self.rope = nn.ParameterDict({"inv_freq": nn.Parameter(inv_freq, requires_grad=False)})
+
+            def forward(self, x, position_ids):
+                inv = self.rope["inv_freq"][None, :, None].float().expand(position_ids.shape[0], -1, 1)
+                with torch.autocast(device_type="cpu", enabled=False):
+                    freqs = (inv @ position_ids[:, None, :].float()).transpose(1, 2)
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        ''')
+    assert "RPL004" in {d.code for d in check_text("rotary.py", guarded, ALL).diagnostics}
+    built = textwrap.dedent('''\
+        import torch
+        from torch import nn
+
+
+        class ComplexRotary(nn.Module):
+            def __init__(self, head_dim, max_seq_len, builder):
+                super().__init__()
+                self.register_buffer("freqs_cis", builder(head_dim, max_seq_len), persistent=False)
+
+            def forward(self, xq):
+                return torch.view_as_real(torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+                                          * self.freqs_cis[: xq.shape[1]]).flatten(-2).type_as(xq)
+        ''')
+    assert [d.code for d in check_text("rotary.py", built, ALL).diagnostics] == ["RPL008"]
+
+
+def test_a_float32_default_dtype_is_float32_only_while_no_caller_overrides_it():
+    source = textwrap.dedent('''\
+        import torch
+
+
+        def inv_freq_for(dim, base, dtype=torch.float32):
+            return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=dtype) / dim))
+
+
+        def tables(x, position_ids, dim, base=10000.0):
+            freqs = position_ids.float()[..., None] * inv_freq_for(dim, base)
+            return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        ''')
+    assert check_text("rotary.py", source, ALL).diagnostics == ()
+    overridden = source.replace("inv_freq_for(dim, base)", "inv_freq_for(dim, base, dtype=x.dtype)")
+    assert "RPL006" in {d.code for d in check_text("rotary.py", overridden, ALL).diagnostics}

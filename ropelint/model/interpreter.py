@@ -64,6 +64,8 @@ ACTIVATION_PARAMS = re.compile(
 SCALAR_PARAMS = re.compile(
     r"(seq_len|seqlen|max_seq|max_position|^end$|^dim$|head_dim|^base$|theta|^n_elem$|length|factor|scale)"
 )
+# Plural lengths are tensors (``cu_seqlens``, ``lengths``), not the scalar a ``seq_len`` is.
+TENSOR_PARAMS = re.compile(r"^cu_|(?:seqlens|lengths|lens)$")
 POSITION_ARGS = re.compile(r"seq|len|max|pos|end|ctx|cache|length|tokens|time|frame|^[thwTHWn]$|size|shape")
 EXPONENT_ARGS = re.compile(r"dim|half|rot|n_elem|head|feat|channels|//\s*2\b")
 SHAPE_METHODS = {
@@ -384,7 +386,7 @@ class Interpreter:
             return dtype_val(Dt.RUNTIME).evolve(param=name)
         if name == "device" or name.endswith("_device"):
             return Val(frozenset({Role.DEVICE}), param=name)
-        if SCALAR_PARAMS.search(name):
+        if SCALAR_PARAMS.search(name) and not TENSOR_PARAMS.search(name):
             return Val(frozenset({Role.SCALAR}), param=name)
         named = self._named(name)
         if takes_trig and named.has(Role.INV_FREQ):

@@ -31,7 +31,7 @@ class IntegerTableCast(Rule):
             if cast.method == "call":
                 callee = ctx.code(cast.node.func).removeprefix("self.")
                 message = (f"`{callee}` casts its {what.removesuffix(' cast to')} to the dtype passed here, "
-                           f"`{ctx.code(cast.target_expr)}`: an integer dtype")
+                           f"`{ctx.code(cast.target_expr)}`, an integer dtype")
             message += (": values truncate toward zero (cos and sin collapse to -1, 0 or 1: 99.96% of cos becomes 0 "
                         "over 4096 positions)")
             ctx.report(self.code, cast.node, message, cast.scope, self._fix(ctx, cast))
@@ -53,11 +53,10 @@ class IntegerTableCast(Rule):
         tensor = _tensor_target(ctx, cast)
         if tensor is not None and cast.method == "to":
             # ``.to(positions)`` also moves the table to the positions' device: keep that part.
+            # The table stays float32: a cast to the query dtype belongs at the attention boundary.
             code = ctx.code(tensor)
-            replacement = f"{code}.device, dtype={act}.dtype" if act is not None else f"{code}.device"
-            description = (f"keep the move to `{code}.device` and cast to `{act}.dtype` (the activation dtype)"
-                           if act is not None else f"keep only the move to `{code}.device` (the table stays float)")
-            return FixPlan("safe", description, (Replace(tensor, replacement),))
+            return FixPlan("safe", f"keep only the move to `{code}.device` (the table stays float)",
+                           (Replace(tensor, f"{code}.device"),))
         if act is not None and cast.target_expr is not None:
             replacement = act if cast.method == "type_as" else f"{act}.dtype"
             return FixPlan("safe", f"cast to `{replacement}` (the activation dtype) instead",
