@@ -197,21 +197,23 @@ def _positions_only(fn: FunctionNode, params: frozenset[str]) -> set[str]:
     return out
 
 
-def _float32_defaulted(fn: FunctionNode) -> set[str]:
-    """Parameters whose default is ``torch.float32`` (or ``torch.float``, ``torch.float64``)."""
+def _defaults(fn: FunctionNode) -> list[tuple[str, ast.expr | None]]:
+    """(parameter, default expression) for every parameter that has a default."""
     a = fn.args
     positional = [*a.posonlyargs, *a.args]
     pairs = [*zip(positional[len(positional) - len(a.defaults):], a.defaults), *zip(a.kwonlyargs, a.kw_defaults)]
-    return {p.arg for p, d in pairs if isinstance(d, ast.Attribute) and isinstance(d.value, ast.Name)
+    return [(p.arg, d) for p, d in pairs if d is not None]
+
+
+def _float32_defaulted(fn: FunctionNode) -> set[str]:
+    """Parameters whose default is ``torch.float32`` (or ``torch.float``, ``torch.float64``)."""
+    return {p for p, d in _defaults(fn) if isinstance(d, ast.Attribute) and isinstance(d.value, ast.Name)
             and d.attr in ("float32", "float", "float64", "double")}
 
 
 def _none_defaulted(fn: FunctionNode) -> set[str]:
     """Parameters whose default is ``None``."""
-    a = fn.args
-    positional = [*a.posonlyargs, *a.args]
-    pairs = [*zip(positional[len(positional) - len(a.defaults):], a.defaults), *zip(a.kwonlyargs, a.kw_defaults)]
-    return {p.arg for p, d in pairs if isinstance(d, ast.Constant) and d.value is None}
+    return {p for p, d in _defaults(fn) if isinstance(d, ast.Constant) and d.value is None}
 
 
 def _promote(a: Val, b: Val) -> tuple[Dt, ast.AST | None]:
