@@ -779,8 +779,12 @@ class Interpreter:
         vals = [self._eval(child, frame) for child in node.values]
         if isinstance(node.op, ast.Or) and all(v.has(Role.DTYPE) for v in vals):
             # ``dtype or position_ids.dtype``: each operand is the dtype some call gets; the worst one decides.
-            return next((v for v in vals if v.dtype is Dt.INT), None) \
+            worst = next((v for v in vals if v.dtype is Dt.INT), None) \
                 or next((v for v in vals if v.dtype.can_be_16bit), vals[-1])
+            last = vals[-1]
+            if worst is not last and last.param is not None and last.param != worst.param:
+                worst = worst.evolve(fallback_param=last.param)  # ``out_dtype or positions.dtype``
+            return worst
         return Val(frozenset({Role.SCALAR}))
 
     def _eval_starred(self, node: ast.Starred, frame: Frame) -> Val:
@@ -954,6 +958,12 @@ class Interpreter:
                 if val is not None and val.has(Role.DTYPE) and val.dtype is Dt.INT and name in nodes:
                     # ``self._set_cos_sin_cache(n, dtype=position_ids.dtype)``: the callee casts its tables to it.
                     self.model.casts.append(Cast(node, "call", cast.receiver, val, nodes[name], frame.scope))
+                fallback = cast.target.fallback_param
+                if name not in nodes and fallback in nodes and bound[fallback].dtype is Dt.INT \
+                        and not bound[fallback].has(Role.DTYPE):
+                    # ``compute_cos_sin(cache_position, inv_freq)`` into ``out_dtype or positions.dtype``.
+                    self.model.casts.append(Cast(node, f"default:{name}", cast.receiver, dtype_val(Dt.INT),
+                                                 nodes[fallback], frame.scope))
         for name, cast in summary.int_casts:
             val = bound.get(name)
             if val is not None and val.roles & {Role.TABLE, Role.PHASE}:

@@ -107,6 +107,9 @@ class Val:
     # For function summaries: the ``dtype`` parameter this value's dtype comes from
     # (``torch.arange(n, dtype=dtype)``), so a caller passing ``torch.float32`` gets float32.
     dtype_param: str | None = None
+    # On a dtype that is ``dtype or positions.dtype``: the tensor parameter whose dtype a call without
+    # the dtype argument gets.
+    fallback_param: str | None = None
 
     @property
     def reads(self) -> tuple[StateRead, ...]:

@@ -28,7 +28,12 @@ class IntegerTableCast(Rule):
             if fallback is None:
                 what = f"{what} cast to"
             message = f"{what} the dtype of `{target}`, an integer tensor"
-            if cast.method == "call":
+            if cast.method.startswith("default:"):
+                callee = ctx.code(cast.node.func).removeprefix("self.")
+                name = cast.method.split(":", 1)[1]
+                message = (f"`{callee}` casts its {what.removesuffix(' cast to')} to the dtype of "
+                           f"`{ctx.code(cast.target_expr)}` when `{name}` is not passed, as here: an integer dtype")
+            elif cast.method == "call":
                 callee = ctx.code(cast.node.func).removeprefix("self.")
                 message = (f"`{callee}` casts its {what.removesuffix(' cast to')} to the dtype passed here, "
                            f"`{ctx.code(cast.target_expr)}`, an integer dtype")
@@ -37,12 +42,21 @@ class IntegerTableCast(Rule):
             ctx.report(self.code, cast.node, message, cast.scope, self._fix(ctx, cast))
 
     def _fix(self, ctx: RuleContext, cast) -> FixPlan:  # type: ignore[no-untyped-def]
-        if cast.method == "call":  # the integer dtype is an argument of a same-file function that casts to it
+        if cast.method == "call" or cast.method.startswith("default:"):
+            # The integer dtype reaches a same-file function that casts its tables to it: as an argument,
+            # or as the fallback of a dtype argument the call leaves out.
             act = cast.scope.activation
             torch, imports = ctx.torch_name()
             replacement = f"{act}.dtype" if act is not None else f"{torch}.float32"
-            return FixPlan("safe", f"pass `{replacement}` instead", (Replace(cast.target_expr, replacement),
-                                                                    *(imports if act is None else ())))
+            extra = imports if act is None else ()
+            if cast.method == "call":
+                return FixPlan("safe", f"pass `{replacement}` instead", (Replace(cast.target_expr, replacement), *extra))
+            name = cast.method.split(":", 1)[1]
+            call = ctx.code(cast.node)
+            head = call[: call.rstrip().rfind(")")].rstrip()
+            sep = "" if head.endswith(("(", ",")) else ", "
+            return FixPlan("safe", f"pass `{name}={replacement}`",
+                           (Replace(cast.node, f"{head}{sep}{name}={replacement})"), *extra))
         fallback = _integer_fallback(ctx, cast)
         if fallback is not None:
             torch, imports = ctx.torch_name()
