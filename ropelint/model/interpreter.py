@@ -197,6 +197,40 @@ def _positions_only(fn: FunctionNode, params: frozenset[str]) -> set[str]:
     return out
 
 
+def _dtype_argument(scope: Scope, node: ast.AST | None) -> tuple[str, str | None] | None:
+    """(the dtype parameter a cast target comes from, the tensor parameter whose dtype replaces it when
+    the call leaves it out): ``.to(dtype)`` -> ("dtype", None); ``.to(out or pos.dtype)``,
+    ``out = out or pos.dtype`` and ``if out is None: out = pos.dtype`` -> ("out", "pos")."""
+    fn = scope.node
+    if fn is None or node is None:
+        return None
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and len(node.values) == 2:
+        first, second = node.values
+        if isinstance(first, ast.Name) and first.id in scope.params:
+            return first.id, _dtype_of_param(second, scope)
+        return None
+    if not (isinstance(node, ast.Name) and node.id in scope.params):
+        return None
+    fallback = None
+    for stmt in ast.walk(fn):
+        if isinstance(stmt, ast.Assign) and [getattr(t, "id", None) for t in stmt.targets] == [node.id]:
+            value = stmt.value
+            if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or) and len(value.values) == 2 \
+                    and isinstance(value.values[0], ast.Name) and value.values[0].id == node.id:
+                fallback = _dtype_of_param(value.values[1], scope)
+            else:
+                fallback = fallback or _dtype_of_param(value, scope)  # ``if out is None: out = pos.dtype``
+    return node.id, fallback
+
+
+def _dtype_of_param(node: ast.AST, scope: Scope) -> str | None:
+    """``pos`` for ``pos.dtype`` when ``pos`` is a parameter of the scope."""
+    if isinstance(node, ast.Attribute) and node.attr == "dtype" and isinstance(node.value, ast.Name) \
+            and node.value.id in scope.params:
+        return node.value.id
+    return None
+
+
 def _defaults(fn: FunctionNode) -> list[tuple[str, ast.expr | None]]:
     """(parameter, default expression) for every parameter that has a default."""
     a = fn.args
@@ -779,12 +813,8 @@ class Interpreter:
         vals = [self._eval(child, frame) for child in node.values]
         if isinstance(node.op, ast.Or) and all(v.has(Role.DTYPE) for v in vals):
             # ``dtype or position_ids.dtype``: each operand is the dtype some call gets; the worst one decides.
-            worst = next((v for v in vals if v.dtype is Dt.INT), None) \
+            return next((v for v in vals if v.dtype is Dt.INT), None) \
                 or next((v for v in vals if v.dtype.can_be_16bit), vals[-1])
-            last = vals[-1]
-            if worst is not last and last.param is not None and last.param != worst.param:
-                worst = worst.evolve(fallback_param=last.param)  # ``out_dtype or positions.dtype``
-            return worst
         return Val(frozenset({Role.SCALAR}))
 
     def _eval_starred(self, node: ast.Starred, frame: Frame) -> Val:
@@ -1148,6 +1178,13 @@ class Interpreter:
         vals = [self._eval(a, frame) for a in pos]
         kvals = {k: self._eval(v, frame) for k, v in kw.items()}
         receiver_node = receiver_node or node.func.value  # type: ignore[attr-defined]
+        if method == "new_tensor" and pos and isinstance(pos[0], ast.Call) and isinstance(pos[0].func, ast.Name) \
+                and pos[0].func.id == "range":
+            # ``like.new_tensor(range(n))``: positions in ``like``'s dtype unless ``dtype=`` says otherwise.
+            given = kvals.get("dtype")
+            dt = given.dtype if given is not None and given.has(Role.DTYPE) else (
+                Dt.RUNTIME if receiver.dtype in (Dt.UNKNOWN, Dt.RUNTIME) else receiver.dtype)
+            return Val(frozenset({Role.POSITIONS}), dt, site=node if dt.can_be_16bit else None, vector=True)
         if method in ("float", "double"):
             if receiver.dtype.can_be_16bit and receiver.site is not None and receiver.read is None \
                     and (receiver.has(Role.POSITIONS) or receiver.has(Role.ARANGE)) \
@@ -1296,9 +1333,12 @@ class Interpreter:
             self.model.casts.append(cast)
             if receiver.param is not None and target.dtype is Dt.INT and not receiver.roles:
                 frame.int_casts.append((receiver.param, cast))
-            if receiver.roles & {Role.TABLE, Role.PHASE} and target.param is not None \
-                    and target.param in frame.scope.params and target.dtype is not Dt.INT:
-                frame.dtype_casts.append((target.param, cast))
+            if receiver.roles & {Role.TABLE, Role.PHASE} and target.dtype is not Dt.INT:
+                found = _dtype_argument(frame.scope, target_node)
+                if found is not None:
+                    name, fallback = found
+                    frame.dtype_casts.append((name, dataclasses.replace(
+                        cast, target=target.evolve(param=name, fallback_param=fallback))))
 
     def _trig(self, node: ast.Call, arg: Val, frame: Frame, numpy: bool) -> Val:
         if arg.has(Role.PHASE) and not numpy:
@@ -1348,6 +1388,10 @@ class Interpreter:
             val = Val(frozenset({Role.INV_FREQ}), dt, site=arg.site if dt.can_be_16bit else None, vector=arg.vector)
             self.model.inv_freqs.append(InvFreqBuilt(node, val, frame.scope))
             return val
+        if arg.has(Role.PHASE) and arg_node is not None and "1j" in self.spans.text(arg_node):
+            # ``torch.exp(1j * phase)``: the rotation itself, as ``torch.polar(ones, phase)`` builds it.
+            self._trig(node, arg, frame, False)
+            return Val(frozenset({Role.COMPLEX}), Dt.FULL)
         return arg.evolve(literal=None)
 
     def _arith(self, left: Val, right: Val, op: ast.operator, node: ast.AST, frame: Frame) -> Val:

@@ -10,6 +10,7 @@ from ..model.interpreter import ACTIVATION_PARAMS
 from ..model.names import TORCH_DTYPES_INT, dotted, qualname
 from ..model.values import Dt, Role
 from .base import RuleContext, assigned_name, cast_receiver, is_atom, only_read_by, shape_only_reads
+from .construction import assigned_value
 
 # Calls that take integer indices: positions made float32 would break them.
 INDEXING_CALLS = {"index_select", "gather", "embedding", "take", "take_along_dim", "scatter", "index_add",
@@ -21,7 +22,8 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
     if not isinstance(site, ast.Call):
         return None
     qn = qualname(site.func, ctx.imports) or ""
-    if qn.rsplit(".", 1)[-1] in ("arange", "linspace") and qn.startswith("torch"):
+    new_tensor = isinstance(site.func, ast.Attribute) and site.func.attr == "new_tensor"
+    if new_tensor or (qn.rsplit(".", 1)[-1] in ("arange", "linspace") and qn.startswith("torch")):
         torch, imports = ctx.torch_name()
         new_arg = f"dtype={torch}.float32"
         args = [*site.args, *site.keywords]
@@ -98,6 +100,14 @@ def _return_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, 
     return tuple(edits)
 
 
+def _default_dtype(ctx: RuleContext, dtype: ast.AST, scope: Scope) -> bool:
+    """``torch.get_default_dtype()``, or a local assigned only that: the default dtype spelled out."""
+    if isinstance(dtype, ast.Name) and scope.node is not None and dtype.id not in scope.params:
+        found = assigned_value(scope.node, dtype.id, dtype)
+        dtype = found[0] if found is not None and found[1] is None and found[0] is not None else dtype
+    return isinstance(dtype, ast.Call) and (qualname(dtype.func, ctx.imports) or "").endswith("get_default_dtype")
+
+
 def _stored_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, ...]:
     """``self.cos_cached = emb.cos()`` -> ``emb.cos().to(dtype)`` when the function returns no tables and
     stores them in attributes of ``self`` instead (a cache a later call reads)."""
@@ -118,7 +128,7 @@ def _stored_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, 
 def _unsafe_because(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Scope) -> str:
     if _used_as_index(ctx, site, scope):
         return "the values are also used as indices, which must stay integers"
-    if dtype is None or (dotted(dtype) or [""])[-1] in TORCH_DTYPES_INT:
+    if dtype is None or (dotted(dtype) or [""])[-1] in TORCH_DTYPES_INT or _default_dtype(ctx, dtype, scope):
         return ""  # the dtype was the default's: float32 unless a framework set a 16-bit default
     consumers = [p for p in ctx.model.products
                  if any(s is site for s in (*p.positions.sites, *p.freq.sites))]

@@ -51,6 +51,9 @@ class TrigAfterDowncast(Rule):
             # ``freqs.to(x.dtype).float()``: float32 either way, only the rounding goes.
             return FixPlan("safe", "take cos/sin of the float32 phase (the cast and back only rounded it)",
                            (Replace(cast.node, receiver_code),))
+        if len(trigs) == 1 and _is_complex(trigs[0].node) and any(n is cast.node for n in ast.walk(trigs[0].node)):
+            # ``torch.exp(1j * phase.to(x.dtype))``: complex64 either way; only the rounding goes.
+            return FixPlan("safe", "build the rotation from the float32 phase", (Replace(cast.node, receiver_code),))
         # ``phase.cos()`` reads its receiver, ``torch.cos(phase)`` its argument, ``torch.polar(r, phase)`` its last.
         receivers = [_angle(t.node) for t in trigs]
         names = [_widened(r)[0] for r in receivers]
@@ -64,7 +67,7 @@ class TrigAfterDowncast(Rule):
         for t, r in zip(trigs, receivers):
             # The tables take the cast's dtype, unless the angle went back to float32 before the trig
             # (then they were float32 already) or the trig is ``polar`` (complex: the cast would drop it).
-            if not _widened(r)[1] and not _is_polar(t.node):
+            if not _widened(r)[1] and not _is_complex(t.node):
                 edits.append(Replace(t.node, f"{ctx.code(t.node)}{tail}"))
         if only_trig:
             return FixPlan("safe", "take cos/sin in float32, then cast the tables", tuple(edits))
@@ -119,6 +122,11 @@ def _widened_at_once(cast: Cast) -> bool:
 
 def _is_polar(call: ast.Call) -> bool:
     return isinstance(call.func, ast.Attribute) and call.func.attr == "polar"
+
+
+def _is_complex(call: ast.Call) -> bool:
+    """``torch.polar(r, phase)`` or ``torch.exp(1j * phase)``: the trig builds a complex rotation."""
+    return _is_polar(call) or (isinstance(call.func, ast.Attribute) and call.func.attr == "exp")
 
 
 def _angle(call: ast.Call) -> ast.AST | None:
