@@ -351,7 +351,7 @@ def select(source: str) -> Selection | None:
         for name, b in functions.items():
             if name not in strong:
                 segment = b.text(text)
-                if any(f"{s}(" in segment for s in strong) and _rotary_vocabulary(segment):
+                if any(f"{s}(" in segment for s in strong) and (_ROTARY_NAME.search(name) or _rotary_vocabulary(segment)):
                     strong.add(name)
                     changed = True
     kept_functions = [f"{name}(" for name in strong]

@@ -134,6 +134,7 @@ class Summary:
     trig_params: frozenset[str] = frozenset()
     position_params: frozenset[str] = frozenset()
     params: tuple[str, ...] = ()
+    freq_params: frozenset[str] = frozenset()
     # Casts of a parameter to an integer dtype (``cache.to(position_ids)``): a table passed there truncates.
     int_casts: tuple[tuple[str, Cast], ...] = ()
     # Casts of a table to a dtype parameter (``emb.cos().to(dtype)``): a caller passing an integer dtype truncates.
@@ -151,6 +152,7 @@ class Frame:
     return_items: list[tuple[Val, ...]] = field(default_factory=list)
     trig_params: set[str] = field(default_factory=set)
     position_params: set[str] = field(default_factory=set)
+    freq_params: set[str] = field(default_factory=set)
     int_casts: list[tuple[str, Cast]] = field(default_factory=list)
     dtype_casts: list[tuple[str, Cast]] = field(default_factory=list)
 
@@ -165,6 +167,8 @@ class FileModel:
     helper_trigs: list[TrigInHelper] = field(default_factory=list)
     # Positions made 16-bit-able in a caller and used as positions by a same-file callee.
     helper_positions: list[TrigInHelper] = field(default_factory=list)
+    # Module state handed to a same-file function that uses it as the frequencies of its phase.
+    helper_freqs: list[TrigInHelper] = field(default_factory=list)
     registrations: list[Registration] = field(default_factory=list)
     inv_freqs: list[InvFreqBuilt] = field(default_factory=list)
     guards: list[Guard] = field(default_factory=list)
@@ -434,7 +438,7 @@ class Interpreter:
     def _named(self, name: str) -> Val:
         """What a name says when nothing else is known."""
         low = name.lower()
-        if "inv_freq" in low or low in ("freqs", "inv_freqs", "freq", "frequencies", "theta"):
+        if "inv_freq" in low or low in ("freqs", "inv_freqs", "freq", "frequencies", "theta", "bands", "freq_bands"):
             return Val(frozenset({Role.INV_FREQ}))
         if low in ("cos", "sin", "cos_cached", "sin_cached", "_cos_cached", "_sin_cached"):
             return Val(frozenset({Role.TABLE}))
@@ -447,7 +451,7 @@ class Interpreter:
     def _analyse_function(self, fn: FunctionNode, symbol: str, cls: ClassInfo | None, *, is_method: bool,
                           top: ast.AST | None = None) -> Summary:
         params = self._params(fn)
-        if is_method and params:
+        if is_method and params and not any((dotted(d) or [""])[-1] == "staticmethod" for d in fn.decorator_list):
             params = params[1:]
         # An activation that may be left out (``x: Optional[Tensor] = None``) cannot give fixes a dtype.
         optional = _none_defaulted(fn)
@@ -462,6 +466,8 @@ class Interpreter:
         named_freq = any(self._param_val(p).has(Role.INV_FREQ) for p in params)
         trig = _trig_operands(fn) if named_freq else frozenset()
         frame = Frame({p: self._param_val(p, p in trig) for p in params}, {}, scope, cls, guards)
+        if fn.args.vararg is not None:  # ``def ndgrid(*tensors)``: what the caller unpacks into it
+            frame.env[fn.args.vararg.arg] = Val(frozenset(), param=fn.args.vararg.arg)
         for p in _float32_defaulted(fn):
             if p in frame.env and frame.env[p].has(Role.DTYPE) and self._callers_keep_default(fn, p, is_method):
                 # ``def yarn_inv_freq(..., dtype=torch.float32)``: float32 unless a caller asks otherwise.
@@ -477,7 +483,7 @@ class Interpreter:
                 if len(more) == len(items):
                     items = tuple(join(a, b) for a, b in zip(items, more))
         return Summary(ret, items, frozenset(frame.trig_params), frozenset(frame.position_params), tuple(params),
-                       tuple(frame.int_casts), tuple(frame.dtype_casts))
+                       frozenset(frame.freq_params), tuple(frame.int_casts), tuple(frame.dtype_casts))
 
     # ------------------------------------------------------------- statements
     def _block(self, body: list[ast.stmt], frame: Frame) -> None:
@@ -932,6 +938,10 @@ class Interpreter:
                     return summary.returns.evolve(dtype=Dt.FULL, site=None, earlier_sites=(), dtype_param=None)
                 return summary.returns.evolve(dtype_param=chosen.param)
             returned = summary.returns.param
+            vararg = self._vararg_of(node, frame)
+            starred = [a.value for a in node.args if isinstance(a, ast.Starred)]
+            if returned is not None and returned == vararg and len(starred) == 1:
+                return self._eval(starred[0], frame).evolve(last_is_one=False, second_last_is_one=False, vector=False)
             if returned is not None and returned in summary.params:
                 # The callee hands back (a reshaping of) one of its arguments: what the caller passed, not
                 # what the parameter's name suggests (``def recompose(self, freq)`` called with cos tables).
@@ -976,7 +986,7 @@ class Interpreter:
     def _check_helper_trig(self, node: ast.Call, summary: Summary, vals: list[Val], kvals: dict[str, Val],
                            frame: Frame) -> None:
         if not summary.trig_params and not summary.position_params and not summary.int_casts \
-                and not summary.dtype_casts:
+                and not summary.dtype_casts and not summary.freq_params:
             return
         bound = dict(zip(summary.params, vals))
         bound.update(kvals)
@@ -1001,6 +1011,11 @@ class Interpreter:
                 self.model.casts.append(dataclasses.replace(cast, receiver=val))
         callee = (dotted(node.func) or ["?"])[-1]
         for name, val in bound.items():
+            if name in summary.freq_params:
+                if val.param is not None:
+                    frame.freq_params.add(val.param)
+                if any(read.follows_module_casts for read in val.reads):
+                    self.model.helper_freqs.append(TrigInHelper(node, val, callee, frame.scope))
             if name in summary.position_params:
                 if val.param is not None:
                     frame.position_params.add(val.param)
@@ -1032,6 +1047,13 @@ class Interpreter:
     def _library_call(self, node: ast.Call, qn: str, pos: list, kw: dict, frame: Frame) -> Val:
         tail = qn.rsplit(".", 1)[-1]
         numpy = is_numpy(qn)
+        starred = [a.value for a in node.args if isinstance(a, ast.Starred)]
+        if tail in ("meshgrid", "broadcast_tensors") and starred:
+            # ``torch.meshgrid(*axes)``: each grid has the dtype and meaning of the axes it was made from.
+            out = UNKNOWN
+            for v in (*(self._eval(a, frame) for a in pos), *(self._eval(a, frame) for a in starred)):
+                out = v if out is UNKNOWN else join(out, v)
+            return out.evolve(last_is_one=False, second_last_is_one=False, vector=False)
         if qn in ("setattr",) and len(pos) >= 3 and isinstance(pos[0], ast.Name) and pos[0].id == "self":
             value_node = pos[2]
             inner = self._eval(value_node.args[0], frame) if isinstance(value_node, ast.Call) and value_node.args \
@@ -1274,6 +1296,19 @@ class Interpreter:
             return Val(frozenset({Role.SCALAR}))
         return UNKNOWN
 
+    def _vararg_of(self, node: ast.Call, frame: Frame) -> str | None:
+        """The ``*args`` name of the same-file function ``node`` calls, if it has one."""
+        func = node.func
+        fn = None
+        if isinstance(func, ast.Name):
+            fn = self.model.functions.get(func.id)
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
+                and frame.cls is not None:
+            found = self._find_method(frame.cls, func.attr)
+            fn = found[1] if found is not None else None
+        vararg = getattr(getattr(fn, "args", None), "vararg", None)
+        return vararg.arg if vararg is not None else None
+
     def _matrix_operand(self, val: Val, node: ast.AST | None) -> Val:
         """An operand of ``mm``, which takes exactly two axes: ``t.unsqueeze(1)`` is then [n, 1] and
         ``f.unsqueeze(0)`` is [1, m] whatever is known about ``t`` and ``f``."""
@@ -1442,11 +1477,14 @@ class Interpreter:
             freq, positions = a, b
         elif _is_freq(b) and _is_positions(a, loose=form != "elementwise"):
             freq, positions = b, a
-        if freq is None or positions is None:
+        if freq is None or positions is None or "timestep" in frame.scope.symbol.lower():
+            # A diffusion model's sinusoidal timestep embedding has a phase's arithmetic but rotates nothing.
             return None
         guard = frame.guards[-1] if frame.guards else None
         if positions.param is not None:
             frame.position_params.add(positions.param)
+        if freq.param is not None:
+            frame.freq_params.add(freq.param)
         self.model.products.append(Product(node, form, freq, positions, guard, frame.scope,
                                            tuple(operand_nodes), (a, b)))
         if guard is not None and guard not in self.model.guards:

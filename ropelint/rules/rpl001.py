@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from ..diagnostics import DeleteLines, FixPlan, Replace
 from ..model.names import qualname
@@ -14,7 +15,10 @@ class IntegerTableCast(Rule):
 
     def check(self, ctx: RuleContext) -> None:
         for cast in ctx.model.casts:
-            if cast.target.dtype is not Dt.INT or not (cast.receiver.has(Role.TABLE) or cast.receiver.has(Role.PHASE)):
+            if not (cast.receiver.has(Role.TABLE) or cast.receiver.has(Role.PHASE)):
+                continue
+            maybe = cast.target.dtype is not Dt.INT and _positions_dtype(cast)
+            if cast.target.dtype is not Dt.INT and not maybe:
                 continue
             what = "phase" if cast.receiver.has(Role.PHASE) else "cos/sin table"
             target = ctx.code(cast.target_expr) if cast.target_expr is not None else "an integer dtype"
@@ -37,6 +41,9 @@ class IntegerTableCast(Rule):
                 callee = ctx.code(cast.node.func).removeprefix("self.")
                 message = (f"`{callee}` casts its {what.removesuffix(' cast to')} to the dtype passed here, "
                            f"`{ctx.code(cast.target_expr)}`, an integer dtype")
+            if maybe:
+                message = (f"{what.removesuffix(' cast to')} cast to the dtype of `{cast.target.param}`, positions that "
+                           f"callers pass as integer ids (int64), and then an integer tensor")
             message += (": values truncate toward zero (cos and sin collapse to -1, 0 or 1: 99.96% of cos becomes 0 "
                         "over 4096 positions)")
             ctx.report(self.code, cast.node, message, cast.scope, self._fix(ctx, cast))
@@ -110,3 +117,15 @@ def _tensor_target(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[n
             or (isinstance(expr, ast.Attribute) and (qualname(expr, ctx.imports) or "").startswith("torch.")):
         return None
     return expr
+
+
+def _positions_dtype(cast) -> bool:  # type: ignore[no-untyped-def]
+    """``.to(positions.dtype)`` where ``positions`` is a positions parameter whose dtype the analysis does not
+    know: integer ids in most callers, and a table in the positions' dtype is never the attention's."""
+    target = cast.target
+    return target.has(Role.DTYPE) and target.dtype in (Dt.RUNTIME, Dt.UNKNOWN) and target.param is not None \
+        and _POSITION_NAMES.match(target.param) is not None and target.param in cast.scope.params
+
+
+# Names that only ever mean positions (``t``, ``seq`` or ``offsets`` also name activations and lengths).
+_POSITION_NAMES = re.compile(r"^(positions?|pos|pos_ids|seq_pos|pos_idx|position_index)$")

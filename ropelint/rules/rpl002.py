@@ -28,6 +28,29 @@ class InvFreqInModuleState(Rule):
             for read in product.freq.reads:
                 if read.follows_module_casts and not self._repaired(ctx, product, read.ref.name):
                     self._report(ctx, product, read)
+        for handed in ctx.model.helper_freqs:
+            if handed.scope.symbol.endswith(".__init__"):
+                continue  # read while the module is built, before any cast could round it
+            for read in handed.arg.reads:
+                if read.follows_module_casts and read.ref.name not in self._repaired_in(ctx, handed.scope.symbol):
+                    self._report_handed(ctx, handed, read)
+
+    @staticmethod
+    def _repaired_in(ctx: RuleContext, symbol: str) -> set[str]:
+        info = ctx.model.classes.get(symbol.split(".")[0])
+        return set(info.repaired) if info is not None else set()
+
+    def _report_handed(self, ctx: RuleContext, handed, read: StateRead) -> None:  # type: ignore[no-untyped-def]
+        """State passed to a same-file function that forms the phase from it (``build_pos_embed(bands=self.bands)``):
+        the forward rebuild cannot reach into the callee, so the fix keeps the state's dtype."""
+        ref = read.ref
+        message = (f"inverse frequencies `self.{ref.name}` ({ref.describe()} registered at line "
+                   f"{ctx.line_of(ref.node)}) are handed to `{handed.callee}`, which forms the phase from them; "
+                   f"`module.bfloat16()`/`.half()` round them and `.float()` at use restores nothing")
+        fix, why = keep_fix(ctx, ref, "inverse frequencies")
+        if fix is None and why:
+            message += f" (no automatic fix: {why})"
+        ctx.report(self.code, read.node, message, handed.scope, fix)
 
     def _report(self, ctx: RuleContext, product: Product, read: StateRead) -> None:
         ref = read.ref
