@@ -888,7 +888,7 @@ class Interpreter:
         if read.follows_module_casts:
             if not self._metadata_read:
                 self.model.state_reads.append(read)
-            return Val(roles, Dt.RUNTIME, site=node, read=read, scaled=stored.scaled)
+            return Val(roles, Dt.RUNTIME, site=node, read=read, scaled=stored.scaled, vector=stored.vector)
         if not roles or roles <= {Role.SCALAR}:
             return stored
         # ``self.inv_freq = <what a registry function returned>``: the name says what it holds.

@@ -5,7 +5,7 @@ from collections import defaultdict
 
 from ..diagnostics import DeleteLines, FixPlan, NodeEdit, Replace
 from ..model.events import Cast, Trig, TrigInHelper
-from ..model.interpreter import ACTIVATION_PARAMS
+from ..model.interpreter import ACTIVATION_PARAMS, in_file_mro
 from ..model.values import Dt, Role
 from .base import Rule, RuleContext, assigned_name, only_read_by, shape_only_reads
 
@@ -77,9 +77,19 @@ class TrigAfterDowncast(Rule):
     def _helper_fix(self, ctx: RuleContext, cast: Cast, calls: list[TrigInHelper]) -> FixPlan | None:
         """Drop the cast and cast what each helper call returns: ``apply_rotary(q, freqs).to(q.dtype)``."""
         split = self._split(ctx, cast)
-        helper = ctx.model.functions.get(calls[0].callee)
+        helper = _helper(ctx, cast, calls[0].callee)
         if split is None or helper is None or any(c.scope.symbol != cast.scope.symbol for c in calls):
             return None
+        if _casts_its_tables(helper):
+            # ``self._set_tables(freqs, ..., dtype)`` casts every table it makes: the phase can stay float32.
+            assigned = assigned_name(ctx, cast.node)
+            receiver_code = split[0]
+            edit = DeleteLines(assigned[0]) if assigned is not None and assigned[1] == receiver_code \
+                else Replace(cast.node, receiver_code)
+            return FixPlan("safe", f"pass the float32 phase to `{calls[0].callee}` (it casts the tables it makes)",
+                           (edit,))
+        if isinstance(calls[0].call.func, ast.Attribute):
+            return None  # a method: casting what it returns is not known to be right
         if any(isinstance(n, ast.Return) and isinstance(n.value, (ast.Tuple, ast.List)) for n in ast.walk(helper)):
             return None  # it returns tables: casting its result would need one cast per element
         arguments = [arg for c in calls for arg in c.call.args if isinstance(arg, ast.Name)]
@@ -110,6 +120,33 @@ class TrigAfterDowncast(Rule):
         return FixPlan("safe" if safe else "unsafe",
                        f"pass the float32 phase to `{calls[0].callee}` and cast what it returns to the activation's "
                        f"dtype{why}", tuple(edits))
+
+
+def _helper(ctx: RuleContext, cast: Cast, name: str) -> ast.FunctionDef | None:
+    """The same-file function, or method of the cast's class (or an in-file base), called ``name``."""
+    if name in ctx.model.functions:
+        return ctx.model.functions[name]  # type: ignore[return-value]
+    info = ctx.model.classes.get(cast.scope.symbol.split(".")[0])
+    for cls in in_file_mro(ctx.model.classes, info) if info is not None else ():
+        if name in cls.methods:
+            return cls.methods[name]  # type: ignore[return-value]
+    return None
+
+
+def _casts_its_tables(fn: ast.AST) -> bool:
+    """Every value ``fn`` assigns or returns that takes a cos/sin is cast as its last step (``.to(dtype)``)."""
+    found = False
+    for node in ast.walk(fn):
+        value = node.value if isinstance(node, (ast.Assign, ast.Return)) else None
+        if value is None or not any(isinstance(n, ast.Call) and (getattr(n.func, "attr", None)
+                                                                  or getattr(n.func, "id", None)) in ("cos", "sin")
+                                    for n in ast.walk(value)):
+            continue
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                and value.func.attr in ("to", "type", "type_as", "half", "bfloat16")):
+            return False
+        found = True
+    return found
 
 
 def _widened_at_once(cast: Cast) -> bool:
