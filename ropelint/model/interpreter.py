@@ -235,6 +235,23 @@ def _dtype_of_param(node: ast.AST, scope: Scope) -> str | None:
     return None
 
 
+def _asserted_full_dtype(test: ast.expr) -> str | None:
+    """``name`` in ``assert name in (torch.float32, torch.float64)`` or ``assert name == torch.float32``."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)):
+        return None
+    right = test.comparators[0]
+    if isinstance(test.ops[0], ast.In) and isinstance(right, (ast.List, ast.Tuple, ast.Set)):
+        options = right.elts
+    elif isinstance(test.ops[0], ast.Eq):
+        options = [right]
+    else:
+        return None
+    full = ("float32", "float", "float64", "double")
+    if options and all(isinstance(o, ast.Attribute) and o.attr in full for o in options):
+        return test.left.id
+    return None
+
+
 def _defaults(fn: FunctionNode) -> list[tuple[str, ast.expr | None]]:
     """(parameter, default expression) for every parameter that has a default."""
     a = fn.args
@@ -523,6 +540,11 @@ class Interpreter:
             self._bind(stmt.target, val, None, frame, source=stmt)
         elif isinstance(stmt, ast.Expr):
             self._eval(stmt.value, frame)
+        elif isinstance(stmt, ast.Assert):
+            narrowed = _asserted_full_dtype(stmt.test)
+            if narrowed is not None and narrowed in frame.env and frame.env[narrowed].has(Role.DTYPE):
+                # ``assert dtype in [torch.float64, torch.float32]``: past this line it is a full dtype.
+                frame.env[narrowed] = frame.env[narrowed].evolve(dtype=Dt.FULL, site=None)
         elif isinstance(stmt, ast.Return):
             if stmt.value is not None:
                 val = self._eval(stmt.value, frame)
@@ -1330,7 +1352,14 @@ class Interpreter:
                     name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
                     if name is not None:
                         self._calls_by_name.setdefault(name, []).append(node)
-        calls = self._calls_by_name.get(fn.name, [])
+        name = fn.name
+        if name == "__init__":
+            # Its callers construct the class (a subclass's ``super().__init__(...)`` may pass anything).
+            owner = next((c for c in self.model.classes.values() if c.methods.get("__init__") is fn), None)
+            if owner is None or any(owner.name in c.bases for c in self.model.classes.values()):
+                return False
+            name = owner.name
+        calls = self._calls_by_name.get(name, [])
         positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)][1 if is_method else 0:]
         index = positional.index(param) if param in positional else None
         for call in calls:

@@ -70,6 +70,14 @@ def extract_builder(ctx: RuleContext, info: ClassInfo, init: ast.FunctionDef, re
             body.append(line[init_column:] if line[:init_column].strip() == "" else None)
     if any(line is None for line in body):
         return None
+    # Checks of the arguments (``assert dtype in [torch.float64, torch.float32]``) hold in the builder too.
+    checks = [stmt for stmt in before if isinstance(stmt, ast.Assert)
+              and {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)} <= set(args) | module_names]
+    for check in reversed(checks):
+        lines = [ctx.spans.line_text(n).rstrip("\r") for n in range(check.lineno, check.end_lineno + 1)]  # type: ignore[operator]
+        if any(line[:init_column].strip() for line in lines):
+            return None
+        body[:0] = [line[init_column:] for line in lines]
     indent = _body_indent(ctx, init, init_column)
     signature = ", ".join(["self", *args, "device=None"])
     code = "\n".join(["", f"def {name}({signature}):  # ropelint: `__init__`'s construction of `{state}`, for forward",
