@@ -8,6 +8,7 @@ For each rotary class or function of a fixture that `ropelint fix --unsafe-fixes
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -111,8 +112,11 @@ OUTSIDE_THE_FIX = {
     ("framework_phase_shapes.py", "RegistryRotary"): ("meta",),
     ("framework_phase_shapes.py", "PackedRotary"): ("meta",),
     ("table_casts_across_functions.py", "StaticCacheRotary"): ("meta",),
+    ("helper_dtype_flows.py", "ExpRotary"): ("meta",),
+    ("helper_dtype_flows.py", "AssertedDtypeRotary"): ("meta",),
     # forward reads `int(position_ids.max())` to decide whether the cache must grow.
     ("table_casts_across_functions.py", "RegrowingRotary"): ("export", "meta"),
+    ("helper_dtype_flows.py", "CastingTablesRotary"): ("export", "meta"),
 }
 
 
@@ -237,3 +241,34 @@ def test_a_cache_object_built_in_the_callers_dtype_is_fixed_to_float32_math():
         errors[folder] = (cache.cos_cached[picked].double() - cos_ref[picked]).abs()
     assert errors["cases"].max() > 1.0
     assert (errors["fixed"] <= allowed).all()
+
+
+def test_grid_rotaries_keep_their_positions_and_bands_float32_after_the_fix():
+    """The 2D shapes the probe cannot call (`vision_bands_and_grids.py`), measured against float64:
+    `RotaryEmbeddingCat` after `.bfloat16()` on a 300 x 2 grid (its bands rounded and its axes made in
+    their dtype: error near 1 in the original), and SAM 2-style `compute_axial_cis` handed bfloat16
+    activations (its token index rounded past 256). The fixed forms stay within the float32 tolerance."""
+    rows, cols, dim, base = 300, 2, 64, 10000.0
+    n_bands = dim // 4
+    bands = 1.0 / (base ** (torch.arange(0, n_bands, dtype=torch.float64) / n_bands))
+    grid = torch.stack(torch.meshgrid(torch.arange(rows, dtype=torch.float64), torch.arange(cols, dtype=torch.float64),
+                                      indexing="ij"), dim=-1).reshape(rows * cols, 2)
+    angles = (grid[..., None] * bands).reshape(rows * cols, -1).repeat_interleave(2, -1)
+    cat_reference = torch.cat([angles.sin(), angles.cos()], dim=-1)
+    cat_allowed = 2 * (rows + 1) * 2**-24 + 2**-23
+    end_x, end_y = 300, 2
+    token = torch.arange(end_x * end_y, dtype=torch.float64)
+    axial_freqs = 1.0 / (base ** (torch.arange(0, dim, 4, dtype=torch.float64)[: dim // 4] / dim))
+    axial_reference = torch.cat([torch.outer(token % end_x, axial_freqs), torch.outer(token // end_x, axial_freqs)], -1)
+    errors = {}
+    for folder in ("cases", "fixed"):
+        module = load_file(str(FIXTURES / folder / "vision_bands_and_grids.py"))
+        rotary = module.RotaryEmbeddingCat(dim, feat_shape=[rows, cols]).bfloat16()
+        table = rotary(torch.zeros(1, rows * cols, dim))
+        cis = module.compute_axial_cis(dim, end_x, end_y, torch.zeros(2, dtype=torch.bfloat16))
+        errors[folder] = ((table.double() - cat_reference).abs().max().item(),
+                          (torch.angle(cis).double() - axial_reference).remainder(2 * math.pi).sub(math.pi).abs()
+                          .sub(math.pi).abs().max().item())
+    assert errors["cases"][0] > 0.1 and errors["cases"][1] > 0.1
+    assert errors["fixed"][0] <= cat_allowed
+    assert errors["fixed"][1] <= 2 * (end_x + 1) * 2**-24 + 2**-23
