@@ -394,18 +394,69 @@ def test_string_keyed_containers_and_builder_arguments_name_their_values():
 
 
 def test_a_float32_default_dtype_is_float32_only_while_no_caller_overrides_it():
+    """A private helper's `dtype=torch.float32` default holds when every call in the file leaves it; a
+    public one may be called from anywhere with anything, and a call passing `x.dtype` overrides it."""
     source = textwrap.dedent('''\
         import torch
 
 
-        def inv_freq_for(dim, base, dtype=torch.float32):
+        def _inv_freq_for(dim, base, dtype=torch.float32):
             return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=dtype) / dim))
 
 
         def tables(x, position_ids, dim, base=10000.0):
-            freqs = position_ids.float()[..., None] * inv_freq_for(dim, base)
+            freqs = position_ids.float()[..., None] * _inv_freq_for(dim, base)
             return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
         ''')
     assert check_text("rotary.py", source, ALL).diagnostics == ()
-    overridden = source.replace("inv_freq_for(dim, base)", "inv_freq_for(dim, base, dtype=x.dtype)")
+    overridden = source.replace("_inv_freq_for(dim, base)", "_inv_freq_for(dim, base, dtype=x.dtype)")
     assert "RPL006" in {d.code for d in check_text("rotary.py", overridden, ALL).diagnostics}
+    public = source.replace("_inv_freq_for", "inv_freq_for")
+    assert "RPL006" in {d.code for d in check_text("rotary.py", public, ALL).diagnostics}
+
+
+def test_dropping_a_cast_keeps_the_precedence_of_what_it_wrapped():
+    """`1.0 - (emb.cos() * 2).to(position_ids.dtype)` loses its integer cast, not its parentheses; a whole
+    assigned value needs none."""
+    source = textwrap.dedent('''\
+        import torch
+
+
+        def tables(position_ids, dim, base=10000.0):
+            inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            emb = position_ids.float()[..., None] * inv_freq
+            shifted = 1.0 - (emb.cos() * 2).to(position_ids.dtype)
+            sin = (emb.sin() * 2).to(position_ids.dtype)
+            return shifted, sin
+        ''')
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False).fixed
+    assert "shifted = 1.0 - (emb.cos() * 2)\n" in fixed and "sin = emb.sin() * 2\n" in fixed
+
+
+def test_a_phase_buffer_kept_float32_also_loses_its_cast_at_registration():
+    """`pe = (position * div_term).to(dtype or torch.get_default_dtype())` registered as a buffer: the keep
+    fix also drops that cast, or the kept buffer would still hold a phase rounded at construction (and the
+    fixed file would report RPL007)."""
+    source = textwrap.dedent('''\
+        import math
+
+        import torch
+        from torch import nn
+
+
+        class PhaseTable(nn.Module):
+            def __init__(self, d_model, max_len=5000, base=10000.0, dtype=None):
+                super().__init__()
+                position = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
+                div_term = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(base) / d_model))
+                pe = (position * div_term).to(dtype or torch.get_default_dtype())
+                self.register_buffer("pe", pe, persistent=False)
+
+            def forward(self, x):
+                angles = self.pe[: x.shape[1]]
+                angles = torch.cat((angles, angles), dim=-1)
+                return angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        ''')
+    assert [d.code for d in check_text("rotary.py", source, ALL).diagnostics] == ["RPL009"]
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False)
+    assert "pe = position * div_term\n" in fixed.fixed and fixed.remaining.diagnostics == ()

@@ -1344,7 +1344,7 @@ class Interpreter:
         return val
 
     def _callers_keep_default(self, fn: FunctionNode, param: str, is_method: bool) -> bool:
-        """The file calls ``fn`` and no call passes ``param`` (or each passes a float32 dtype)."""
+        """``fn`` is private, the file calls it, and no call passes ``param`` (or each passes a float32 dtype)."""
         if self._calls_by_name is None:
             self._calls_by_name = {}
             for node in ast.walk(self.module):
@@ -1353,12 +1353,8 @@ class Interpreter:
                     if name is not None:
                         self._calls_by_name.setdefault(name, []).append(node)
         name = fn.name
-        if name == "__init__":
-            # Its callers construct the class (a subclass's ``super().__init__(...)`` may pass anything).
-            owner = next((c for c in self.model.classes.values() if c.methods.get("__init__") is fn), None)
-            if owner is None or any(owner.name in c.bases for c in self.model.classes.values()):
-                return False
-            name = owner.name
+        if not name.startswith("_") or name.startswith("__"):
+            return False  # public: callers elsewhere may pass any dtype
         calls = self._calls_by_name.get(name, [])
         positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)][1 if is_method else 0:]
         index = positional.index(param) if param in positional else None

@@ -129,6 +129,16 @@ def is_atom(node: ast.AST) -> bool:
     return isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
 
 
+def atom_code(ctx: RuleContext, node: ast.AST, replaced: ast.AST) -> str:
+    """The source of ``node`` to put where ``replaced`` stands (a cast of it): parenthesised unless it is an
+    atom or ``replaced`` is a whole assigned or returned value (or one item of a tuple that is)."""
+    text = ctx.code(node)
+    stmt = ctx.model.statement_of.get(id(replaced))
+    value = getattr(stmt, "value", None) if isinstance(stmt, (ast.Assign, ast.Return, ast.AnnAssign)) else None
+    whole = value is replaced or (isinstance(value, ast.Tuple) and any(e is replaced for e in value.elts))
+    return text if is_atom(node) or whole else f"({text})"
+
+
 def as_float32(ctx: RuleContext, node: ast.AST) -> str:
     text = ctx.code(node)
     return f"{text}.float()" if is_atom(node) else f"({text}).float()"

@@ -6,7 +6,7 @@ import re
 from ..diagnostics import DeleteLines, FixPlan, Replace
 from ..model.names import qualname
 from ..model.values import Dt, Role
-from .base import Rule, RuleContext, cast_receiver
+from .base import Rule, RuleContext, atom_code, cast_receiver
 from .construction import assigned_value
 
 
@@ -91,7 +91,7 @@ class IntegerTableCast(Rule):
             # ``cos = cos.to(dtype)`` would become ``cos = cos``: the line goes.
             return FixPlan("safe", "keep the table in float32 (drop the integer cast)", (DeleteLines(owner),))
         return FixPlan("safe", "keep the table in float32 (drop the integer cast)",
-                       (Replace(cast.node, ctx.code(receiver)),))
+                       (Replace(cast.node, atom_code(ctx, receiver, cast.node)),))
 
 
 def _integer_fallback(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[no-untyped-def]
