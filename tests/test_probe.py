@@ -995,7 +995,7 @@ DIAGNOSED = {
 
             def forward(self, x, position_ids):
                 return self.proj(x) + position_ids[..., None].float()
-        """, "not the identity rotation"),
+        """, "holds learned layers (proj): it is not a rotary module"),
     "short table": ("""
         import torch
         from torch import nn

@@ -56,6 +56,10 @@ PATTERNS = ("half", "interleaved")
 DEFAULT_LAYER_TYPE = "full_attention"
 
 
+# Layers a rotary module does not hold: a module with one is an attention block or a whole model.
+LEARNED_LAYERS = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Embedding, nn.LayerNorm, nn.MultiheadAttention)
+
+
 class ProbeSetupError(Exception):
     """The target could not be built or called; the message lists what was tried."""
 
@@ -235,6 +239,12 @@ class Invocation:
         module = self.target(*args, **kwargs)  # type: ignore[operator]
         if not isinstance(module, nn.Module):
             raise ProbeSetupError(f"{self.name}(...) did not return a torch.nn.Module")
+        learned = [name for name, sub in module.named_modules() if isinstance(sub, LEARNED_LAYERS)]
+        if learned:
+            # An attention block or a model: its forward would run the full attention over every probed
+            # position (tens of GB at 32k positions), and its output is not a rotary table anyway.
+            raise ProbeSetupError(f"{self.name} holds learned layers ({', '.join(learned[:3])}): it is not a rotary "
+                                  f"module; probe the rotary class or function it uses instead")
         return module
 
     def call(self, module: nn.Module | None, ctx: CallContext) -> object:
