@@ -394,8 +394,9 @@ def test_string_keyed_containers_and_builder_arguments_name_their_values():
 
 
 def test_a_float32_default_dtype_is_float32_only_while_no_caller_overrides_it():
-    """A private helper's `dtype=torch.float32` default holds when every call in the file leaves it; a
-    public one may be called from anywhere with anything, and a call passing `x.dtype` overrides it."""
+    """A private helper's `dtype=torch.float32` default holds when every call in the file leaves it (so
+    does a public builder named for inverse frequencies); another public function may be called from
+    anywhere with anything, and a call passing `x.dtype` overrides the default."""
     source = textwrap.dedent('''\
         import torch
 
@@ -411,8 +412,10 @@ def test_a_float32_default_dtype_is_float32_only_while_no_caller_overrides_it():
     assert check_text("rotary.py", source, ALL).diagnostics == ()
     overridden = source.replace("_inv_freq_for(dim, base)", "_inv_freq_for(dim, base, dtype=x.dtype)")
     assert "RPL006" in {d.code for d in check_text("rotary.py", overridden, ALL).diagnostics}
-    public = source.replace("_inv_freq_for", "inv_freq_for")
+    public = source.replace("_inv_freq_for", "build_rope")
     assert "RPL006" in {d.code for d in check_text("rotary.py", public, ALL).diagnostics}
+    # A public builder named for inverse frequencies returns them in `dtype` by contract.
+    assert check_text("rotary.py", source.replace("_inv_freq_for", "inv_freq_for"), ALL).diagnostics == ()
 
 
 def test_dropping_a_cast_keeps_the_precedence_of_what_it_wrapped():

@@ -1353,8 +1353,11 @@ class Interpreter:
                     if name is not None:
                         self._calls_by_name.setdefault(name, []).append(node)
         name = fn.name
-        if not name.startswith("_") or name.startswith("__"):
-            return False  # public: callers elsewhere may pass any dtype
+        public = not name.startswith("_") or name.startswith("__")
+        if public and not re.search(r"inv_freq|frequenc", name):
+            # Callers elsewhere may pass any dtype. A public builder of inverse frequencies
+            # (``yarn_inv_freq(..., dtype=torch.float32)``) returns them in that dtype by contract.
+            return False
         calls = self._calls_by_name.get(name, [])
         positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)][1 if is_method else 0:]
         index = positional.index(param) if param in positional else None
