@@ -215,7 +215,7 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
                 or any(call in text for call in kept_functions) or _interesting(text, head, stop - start, method=True):
             kept.append((start, stop))
             any_method = any_method or name.group(1) not in _KEEP_METHODS
-            if "dtype" in text[:text.find(":", text.find(")"))]:
+            if _takes_dtype(text):
                 dtype_takers.append(f"self.{name.group(1)}(")
         else:
             skipped.append((start, stop, text))
@@ -227,7 +227,7 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
             if name and ("arange(" in text or "linspace(" in text) and f"self.{name.group(1)}(" in kept_text:
                 kept.append((start, stop))
                 skipped.remove((start, stop, text))
-                if "dtype" in text[:text.find(":", text.find(")"))]:
+                if _takes_dtype(text):
                     dtype_takers.append(f"self.{name.group(1)}(")
     # A method that hands a dtype to a kept one (``self.get_seq_pos(n, dtype=q.dtype)``) decides what
     # that one builds: the analysis and the fix at its calls must see every such call.
@@ -235,6 +235,11 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
         kept.extend((start, stop) for start, stop, text in skipped if any(call in text for call in dtype_takers))
     kept.sort()
     return kept if any_method else []
+
+
+def _takes_dtype(method: str) -> bool:
+    """The method's signature (up to the ``:`` after its parameters) names a dtype."""
+    return "dtype" in method[:method.find(":", method.find(")"))]
 
 
 @dataclass
@@ -354,7 +359,8 @@ def select(source: str) -> Selection | None:
         for name, b in functions.items():
             if name not in strong:
                 segment = b.text(text)
-                if any(f"{s}(" in segment for s in strong) and (_ROTARY_NAME.search(name) or _rotary_vocabulary(segment)):
+                if any(f"{s}(" in segment for s in strong) \
+                        and (_ROTARY_NAME.search(name) or _rotary_vocabulary(segment)):
                     strong.add(name)
                     changed = True
     kept_functions = [f"{name}(" for name in strong]
