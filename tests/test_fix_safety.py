@@ -463,3 +463,32 @@ def test_a_phase_buffer_kept_float32_also_loses_its_cast_at_registration():
     assert [d.code for d in check_text("rotary.py", source, ALL).diagnostics] == ["RPL009"]
     fixed = fix_text("rotary.py", source, ALL, unsafe=False)
     assert "pe = position * div_term\n" in fixed.fixed and fixed.remaining.diagnostics == ()
+
+
+def test_kept_state_is_built_without_the_cast_that_rounded_it():
+    """LTX-style `freq_basis` built in float64, cast to the constructor's `dtype` and registered: the keep
+    fix alone would keep the bfloat16 it was built in, so it also drops that cast. The name calls the
+    ramp frequencies, and `*_grid` parameters are positions."""
+    source = textwrap.dedent('''\
+        import math
+
+        import torch
+        from torch import nn
+
+
+        class FractionalRope(nn.Module):
+            def __init__(self, dim, theta=10000.0, dtype=torch.float32):
+                super().__init__()
+                basis = theta ** torch.linspace(0.0, 1.0, dim // 2, dtype=torch.float64)
+                basis = (basis * math.pi / 2).to(dtype)
+                self.register_buffer("freq_basis", basis, persistent=False)
+
+            def forward(self, indices_grid):
+                freqs = self.freq_basis * (indices_grid.unsqueeze(-1) * 2 - 1)
+                return freqs.cos(), freqs.sin()
+        ''')
+    [found] = check_text("rotary.py", source, ALL).diagnostics
+    assert (found.code, found.fix.safety) == ("RPL002", "safe")
+    assert "built without the cast that rounded it" in found.fix.description
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False)
+    assert "basis = basis * math.pi / 2\n" in fixed.fixed and fixed.remaining.diagnostics == ()

@@ -54,8 +54,11 @@ from .values import (
 )
 
 POSITION_PARAMS = re.compile(
-    r"^(position_ids|positions?|pos|pos_ids|position|cache_position|seq_pos|t|seq|timesteps?|offsets?)$"
+    r"^(position_ids|positions?|pos|pos_ids|position|cache_position|seq_pos|t|seq|timesteps?|offsets?"
+    r"|(\w+_)?grid|(\w+_)?coords)$"
 )
+# ``freq_basis``, ``freqs_h``, ``freq_bands``: frequencies per axis or per band (not ``freqs_cis``).
+FREQ_NAMES = re.compile(r"^_?freqs?_(?!cis)[a-z0-9]+$")
 INT_BY_NAME = re.compile(r"^(\w+_)?ids$")
 INT_POSITION_PARAMS = re.compile(r"^(position_ids|pos_ids|cache_position|input_pos)$")
 ACTIVATION_PARAMS = re.compile(
@@ -455,7 +458,8 @@ class Interpreter:
     def _named(self, name: str) -> Val:
         """What a name says when nothing else is known."""
         low = name.lower()
-        if "inv_freq" in low or low in ("freqs", "inv_freqs", "freq", "frequencies", "theta", "bands", "freq_bands"):
+        if "inv_freq" in low or low in ("freqs", "inv_freqs", "freq", "frequencies", "theta", "bands") \
+                or FREQ_NAMES.match(low):
             return Val(frozenset({Role.INV_FREQ}))
         if low in ("cos", "sin", "cos_cached", "sin_cached", "_cos_cached", "_sin_cached"):
             return Val(frozenset({Role.TABLE}))
@@ -1059,8 +1063,10 @@ class Interpreter:
             return UNKNOWN
         persistent = not (persistent_node is not None and bool_literal(persistent_node) is False)
         frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
-        if value is UNKNOWN or not value.roles:
-            value = value.evolve(roles=self._named(name).roles) if not value.roles else value
+        named = self._named(name).roles
+        if not value.roles or (Role.INV_FREQ in named and value.roles <= {Role.POSITIONS, Role.ARANGE}):
+            # ``register_buffer("freq_basis", theta ** torch.linspace(...))``: a ramp the name calls frequencies.
+            value = value.evolve(roles=named)
         ref = StateRef(name, StateKind.BUFFER, node, persistent)
         frame.cls.state[name] = StateEntry(ref, value)
         self._registered(node, ref, value, frame)

@@ -20,7 +20,7 @@ from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, InsertBefore
 from ..model.interpreter import in_file_mro
 from ..model.values import Role, StateKind, StateRef
 from ..vendor import IMPORT_MODULE
-from .base import RuleContext, tuple_code
+from .base import RuleContext, atom_code, cast_receiver, tuple_code
 
 DERIVED = frozenset({Role.TABLE, Role.PHASE, Role.COMPLEX})  # values built from the frequencies
 ROTARY = DERIVED | {Role.INV_FREQ}
@@ -94,8 +94,9 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
             if learned is None:
                 return None, f"`{cls_name}` already overrides `_apply`; add `{ref.name}` to its `learnable=` names"
             edits += (learned,)
+        dropped = construction_casts(ctx, ref)
         return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts too (it joins the "
-                               f"`_apply` override){why}", edits), ""
+                               f"`_apply` override){_dropped_note(dropped)}{why}", (*edits, *dropped)), ""
     # After ``__init__`` when the class has one: two findings in one class then write the same
     # override at the same place, and the fixer merges identical edits.
     method = info.methods.get("__init__") or info.methods.get(method_name)
@@ -108,9 +109,29 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
              "def _apply(self, fn, *args, **kwargs):  # ropelint: module dtype casts leave the state named below as built",
              f"    return rope_runtime.apply_keeping_dtype(self, super()._apply, fn, {_quoted(kept)}, *args, "
              f"{extra}**kwargs)"]
-    edits = (InsertAfterStatement(method, "\n".join(lines)), *_remember(ctx, info), AddImport(IMPORT_MODULE))
+    dropped = construction_casts(ctx, ref)
+    edits = (InsertAfterStatement(method, "\n".join(lines)), *_remember(ctx, info), AddImport(IMPORT_MODULE), *dropped)
     return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts with an `_apply` override "
-                           f"(device moves still apply; a meta-device load rebuilds it){why}", edits), ""
+                           f"(device moves still apply; a meta-device load rebuilds it){_dropped_note(dropped)}{why}",
+                   edits), ""
+
+
+def construction_casts(ctx: RuleContext, ref: StateRef) -> tuple[Replace, ...]:
+    """The casts to a 16-bit-able dtype that made the registered value (``(basis * math.pi / 2).to(dtype)``,
+    ``emb.cos().to(dtype)``), as edits that drop them: a kept tensor would otherwise keep what they rounded."""
+    edits = []
+    for reg in ctx.model.registrations:
+        cast = reg.value.site if reg.ref.name == ref.name and reg.value.dtype.can_be_16bit else None
+        receiver = cast_receiver(cast) if isinstance(cast, ast.Call) else None
+        if receiver is not None and reg.scope.node is not None and any(n is cast for n in ast.walk(reg.scope.node)) \
+                and isinstance(cast.func, ast.Attribute) and cast.func.attr in ("to", "type", "type_as", "half",
+                                                                                "bfloat16"):
+            edits.append(Replace(cast, atom_code(ctx, receiver, cast)))
+    return tuple(edits)
+
+
+def _dropped_note(dropped: tuple[Replace, ...]) -> str:
+    return "; it is built without the cast that rounded it" if dropped else ""
 
 
 def _topmost_registering(ctx: RuleContext, info, name: str):  # type: ignore[no-untyped-def]

@@ -10,7 +10,7 @@ from .base import Rule, RuleContext, tuple_code
 from .builder import extract_builder
 from .casts import dtype_change
 from .construction import assigned_value, match_default
-from .keep import keep_fix, rotary_siblings
+from .keep import construction_casts, keep_fix, rotary_siblings
 from .lazy import lazy_default
 from .rebuild import rebuild_call
 
@@ -58,9 +58,10 @@ class InvFreqInModuleState(Rule):
                    f"{ctx.line_of(ref.node)}) feed the phase at line {ctx.line_of(product.node)}; "
                    f"`module.bfloat16()`/`.half()` round them and `.float()` at use restores nothing")
         fix, why, _ = self._fix(ctx, product, read)
-        if fix is None or fix.safety == "unsafe" or rotary_siblings(ctx, ref):
+        if fix is None or fix.safety == "unsafe" or rotary_siblings(ctx, ref) or construction_casts(ctx, ref):
             # Rebuilding in forward is not possible (or not provable), or cached tables built from the
-            # state would still be rounded by a cast and back: keep the dtype of all of them instead.
+            # state would still be rounded by a cast and back, or the construction itself casts to a
+            # 16-bit-able dtype (a rebuild would copy the cast): keep the dtype of all of them instead.
             kept, why_not = keep_fix(ctx, ref, "inverse frequencies")
             if kept is not None and (fix is None or kept.safety == "safe"):
                 fix, why = kept, ""
