@@ -57,7 +57,7 @@ POSITION_PARAMS = re.compile(
     r"^(position_ids|positions?|pos|pos_ids|position|cache_position|seq_pos|t|seq|timesteps?|offsets?"
     r"|(\w+_)?grid|(\w+_)?coords)$"
 )
-# ``freq_basis``, ``freqs_h``, ``freq_bands``: frequencies per axis or per band (not ``freqs_cis``).
+# Buffer and parameter names such as ``freq_basis``, ``freqs_base_t``: frequencies (not ``freqs_cis``).
 FREQ_NAMES = re.compile(r"^_?freqs?_(?!cis)[a-z0-9]+$")
 INT_BY_NAME = re.compile(r"^(\w+_)?ids$")
 INT_POSITION_PARAMS = re.compile(r"^(position_ids|pos_ids|cache_position|input_pos)$")
@@ -448,7 +448,8 @@ class Interpreter:
             return Val(frozenset({Role.DEVICE}), param=name)
         if SCALAR_PARAMS.search(name) and not TENSOR_PARAMS.search(name):
             return Val(frozenset({Role.SCALAR}), param=name)
-        named = self._named(name)
+        # A parameter's name is part of an API: ``freqs_base`` means frequencies (a local ``freq_diff`` may not).
+        named = Val(frozenset({Role.INV_FREQ})) if FREQ_NAMES.match(name.lower()) else self._named(name)
         if takes_trig and named.has(Role.INV_FREQ):
             # ``def apply_rope(x, freqs): ... freqs.cos()``: nobody takes the cosine of inverse
             # frequencies, so a "freqs" the function hands to cos/sin is the phase.
@@ -458,8 +459,7 @@ class Interpreter:
     def _named(self, name: str) -> Val:
         """What a name says when nothing else is known."""
         low = name.lower()
-        if "inv_freq" in low or low in ("freqs", "inv_freqs", "freq", "frequencies", "theta", "bands") \
-                or FREQ_NAMES.match(low):
+        if "inv_freq" in low or low in ("freqs", "inv_freqs", "freq", "frequencies", "theta", "bands"):
             return Val(frozenset({Role.INV_FREQ}))
         if low in ("cos", "sin", "cos_cached", "sin_cached", "_cos_cached", "_sin_cached"):
             return Val(frozenset({Role.TABLE}))
@@ -1063,7 +1063,8 @@ class Interpreter:
             return UNKNOWN
         persistent = not (persistent_node is not None and bool_literal(persistent_node) is False)
         frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
-        named = self._named(name).roles
+        # A buffer's name is chosen for what it holds: ``freq_basis``, ``freqs_h`` are frequencies too.
+        named = frozenset({Role.INV_FREQ}) if FREQ_NAMES.match(name.lower()) else self._named(name).roles
         if not value.roles or (Role.INV_FREQ in named and value.roles <= {Role.POSITIONS, Role.ARANGE}):
             # ``register_buffer("freq_basis", theta ** torch.linspace(...))``: a ramp the name calls frequencies.
             value = value.evolve(roles=named)
