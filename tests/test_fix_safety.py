@@ -492,3 +492,31 @@ def test_kept_state_is_built_without_the_cast_that_rounded_it():
     assert "built without the cast that rounded it" in found.fix.description
     fixed = fix_text("rotary.py", source, ALL, unsafe=False)
     assert "basis = basis * math.pi / 2\n" in fixed.fixed and fixed.remaining.diagnostics == ()
+
+
+def test_tables_written_into_an_integer_allocation_are_found_at_the_allocation():
+    """`sin = pos.new_zeros(...)` with an int64 `pos`, then `sin[:] = torch.sin(pos * div)`: the write
+    truncates. Reported at the allocation, which the fix makes float32."""
+    source = textwrap.dedent('''\
+        import math
+
+        import torch
+        from torch import nn
+
+
+        class Tables(nn.Module):
+            def __init__(self, d_model, max_len=4096, base=10000.0):
+                super().__init__()
+                pos = torch.arange(max_len).unsqueeze(1)
+                div = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(base) / d_model))
+                sin = pos.new_zeros(max_len, d_model // 2)
+                sin[:] = torch.sin(pos * div)
+                self.sin = sin
+
+            def forward(self, x):
+                return self.sin[: x.shape[-2]].to(x.dtype)
+        ''')
+    [found] = [d for d in check_text("rotary.py", source, ALL).diagnostics if d.code == "RPL001"]
+    assert found.line == 12 and "allocates in the integer dtype of `pos`" in found.message
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False).fixed
+    assert "sin = pos.new_zeros(max_len, d_model // 2, dtype=torch.float32)" in fixed

@@ -618,6 +618,14 @@ class Interpreter:
 
     def _bind(self, target: ast.expr, val: Val, items: tuple[Val, ...] | None,
               frame: Frame, source: ast.stmt | None = None) -> None:
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
+                and val.roles & {Role.TABLE, Role.PHASE}:
+            container = frame.env.get(target.value.id)
+            if container is not None and container.dtype is Dt.INT and isinstance(container.site, ast.Call) \
+                    and getattr(container.site.func, "attr", "").startswith("new_"):
+                # ``sin[:] = torch.sin(pos * div)`` into ``sin = pos.new_zeros(...)``: the write casts to int64.
+                self.model.casts.append(Cast(container.site, "container", val, dtype_val(Dt.INT), None, frame.scope))
+            return
         if isinstance(target, ast.Name):
             frame.env[target.id] = val if val is not UNKNOWN else self._named(target.id)
             if items is not None:
@@ -1032,7 +1040,11 @@ class Interpreter:
                                                  nodes[fallback], frame.scope))
         for name, cast in summary.int_casts:
             val = bound.get(name)
-            if val is not None and val.roles & {Role.TABLE, Role.PHASE}:
+            if cast.target.fallback_param == "tensor":
+                if val is not None and val.dtype is Dt.INT and not val.has(Role.DTYPE):
+                    # ``_cs(grid, f)`` with an integer grid, where ``_cs`` ends in ``.type_as(p)``.
+                    self.model.casts.append(dataclasses.replace(cast, target=dtype_val(Dt.INT).evolve(param=name)))
+            elif val is not None and val.roles & {Role.TABLE, Role.PHASE}:
                 # ``_gather(self._cos_cached, position_ids)``: the helper's cast truncates this table.
                 self.model.casts.append(dataclasses.replace(cast, receiver=val))
         callee = (dotted(node.func) or ["?"])[-1]
@@ -1229,6 +1241,10 @@ class Interpreter:
         vals = [self._eval(a, frame) for a in pos]
         kvals = {k: self._eval(v, frame) for k, v in kw.items()}
         receiver_node = receiver_node or node.func.value  # type: ignore[attr-defined]
+        if method in ("new_zeros", "new_ones", "new_empty", "new_full") and "dtype" not in kvals \
+                and receiver.dtype is Dt.INT:
+            # ``pos.new_zeros(n, d)``: a buffer in the integer dtype of ``pos``; tables written into it truncate.
+            return Val(frozenset(), Dt.INT, site=node)
         if method == "new_tensor" and pos and isinstance(pos[0], ast.Call) and isinstance(pos[0].func, ast.Name) \
                 and pos[0].func.id == "range":
             # ``like.new_tensor(range(n))``: positions in ``like``'s dtype unless ``dtype=`` says otherwise.
@@ -1403,6 +1419,12 @@ class Interpreter:
             self.model.casts.append(cast)
             if receiver.param is not None and target.dtype is Dt.INT and not receiver.roles:
                 frame.int_casts.append((receiver.param, cast))
+            if receiver.roles & {Role.TABLE, Role.PHASE} and target.dtype is not Dt.INT \
+                    and method in ("type_as", "to") and isinstance(target_node, ast.Name) \
+                    and target_node.id in frame.scope.params and target.param == target_node.id:
+                # ``a.cos().type_as(p)``: the tables take the dtype of whatever tensor the caller passes as ``p``.
+                frame.int_casts.append((target_node.id, dataclasses.replace(cast, target=target.evolve(
+                    fallback_param="tensor"))))
             if receiver.roles & {Role.TABLE, Role.PHASE} and target.dtype is not Dt.INT:
                 found = _dtype_argument(frame.scope, target_node)
                 if found is not None:

@@ -41,6 +41,10 @@ class IntegerTableCast(Rule):
                 callee = ctx.code(cast.node.func).removeprefix("self.")
                 message = (f"`{callee}` casts its {what.removesuffix(' cast to')} to the dtype passed here, "
                            f"`{ctx.code(cast.target_expr)}`, an integer dtype")
+            if cast.method == "container":
+                owner = cast.node.func.value if isinstance(cast.node.func, ast.Attribute) else cast.node
+                message = (f"{what.removesuffix(' cast to')} written into a tensor that `{ctx.code(cast.node)}` "
+                           f"allocates in the integer dtype of `{ctx.code(owner)}`")
             if maybe:
                 message = (f"{what.removesuffix(' cast to')} cast to the dtype of `{cast.target.param}`, positions that "
                            f"callers pass as integer ids (int64), and then an integer tensor")
@@ -49,6 +53,13 @@ class IntegerTableCast(Rule):
             ctx.report(self.code, cast.node, message, cast.scope, self._fix(ctx, cast))
 
     def _fix(self, ctx: RuleContext, cast) -> FixPlan:  # type: ignore[no-untyped-def]
+        if cast.method == "container":  # ``sin = pos.new_zeros(...)``: make the container float32
+            torch, imports = ctx.torch_name()
+            call = ctx.code(cast.node)
+            head = call[: call.rstrip().rfind(")")].rstrip()
+            sep = "" if head.endswith(("(", ",")) else ", "
+            return FixPlan("safe", f"allocate it as `{torch}.float32`",
+                           (Replace(cast.node, f"{head}{sep}dtype={torch}.float32)"), *imports))
         if cast.method == "call" or cast.method.startswith("default:"):
             # The integer dtype reaches a same-file function that casts its tables to it: as an argument,
             # or as the fallback of a dtype argument the call leaves out.
