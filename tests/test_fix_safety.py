@@ -520,3 +520,34 @@ def test_tables_written_into_an_integer_allocation_are_found_at_the_allocation()
     assert found.line == 12 and "allocates in the integer dtype of `pos`" in found.message
     fixed = fix_text("rotary.py", source, ALL, unsafe=False).fixed
     assert "sin = pos.new_zeros(max_len, d_model // 2, dtype=torch.float32)" in fixed
+
+
+def test_frequencies_a_method_builds_in_its_callers_dtype_are_fixed_at_the_call():
+    """`_inv_freq_for_length(n, device, dtype)` called with `x.dtype`: the method keeps its contract, the
+    file's call passes `torch.float32`, and the fixed file checks clean (every call now passes float32).
+    `.to(positions)` of the tables is the positions' dtype: integer ids in most callers."""
+    source = textwrap.dedent('''\
+        import torch
+        from torch import nn
+
+
+        class DynamicRotary(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def _inv_freq_for_length(self, seq_len, device, dtype):
+                base = self.base * max(1.0, seq_len / 4096)
+                return 1.0 / (base ** (torch.arange(0, self.dim, 2, device=device, dtype=dtype) / self.dim))
+
+            def forward(self, x, positions):
+                inv_freq = self._inv_freq_for_length(x.shape[1], x.device, x.dtype)
+                freqs = positions.float()[..., None] * inv_freq.float()
+                return freqs.cos().to(positions), freqs.sin().to(x.dtype)
+        ''')
+    found = {d.code: d for d in check_text("rotary.py", source, ALL).diagnostics}
+    assert set(found) == {"RPL001", "RPL006"}
+    assert found["RPL006"].fix.safety == "safe" and "where this file calls `_inv_freq_for_length`" in found["RPL006"].fix.description
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False)
+    assert "self._inv_freq_for_length(x.shape[1], x.device, torch.float32)" in fixed.fixed
+    assert "freqs.cos().to(positions.device)" in fixed.fixed and fixed.remaining.diagnostics == ()

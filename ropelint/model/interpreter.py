@@ -489,7 +489,9 @@ class Interpreter:
         frame = Frame({p: self._param_val(p, p in trig) for p in params}, {}, scope, cls, guards)
         if fn.args.vararg is not None:  # ``def ndgrid(*tensors)``: what the caller unpacks into it
             frame.env[fn.args.vararg.arg] = Val(frozenset(), param=fn.args.vararg.arg)
-        for p in _float32_defaulted(fn):
+        defaulted = {name for name, _ in _defaults(fn)}
+        for p in {*_float32_defaulted(fn), *(q for q in params if q not in defaulted)}:
+            # ``dtype=torch.float32`` that no call overrides, or a required ``dtype`` every call passes as float32.
             if p in frame.env and frame.env[p].has(Role.DTYPE) and self._callers_keep_default(fn, p, is_method):
                 # ``def yarn_inv_freq(..., dtype=torch.float32)``: float32 unless a caller asks otherwise.
                 frame.env[p] = frame.env[p].evolve(dtype=Dt.FULL)
@@ -1286,6 +1288,10 @@ class Interpreter:
                     and self._indexed_by(node, pos[0]):
                 # ``cache.to(positions)[positions]``: what indexes a tensor is integer, and ``.to`` takes its dtype.
                 target, target_node = dtype_val(Dt.INT).evolve(param=vals[0].param), pos[0]
+            elif method == "to" and target is None and vals and vals[0].has(Role.POSITIONS) \
+                    and vals[0].dtype is Dt.UNKNOWN and vals[0].param is not None and isinstance(pos[0], ast.Name):
+                # ``freqs.cos().to(positions)``: the dtype of a positions parameter (RPL001 decides what that means).
+                target, target_node = dtype_val(Dt.RUNTIME).evolve(param=vals[0].param), pos[0]
             if target is None or not target.has(Role.DTYPE):
                 return receiver
             self._cast(node, method, receiver, target, target_node, frame)
@@ -1467,7 +1473,8 @@ class Interpreter:
                 dt = Dt.RUNTIME
             # The base of inverse frequencies is a number by convention (``theta``, ``config.rope_theta``).
             val = Val(frozenset({Role.INV_FREQ}), dt, site=site if dt.can_be_16bit else None, read=exponent.read,
-                      vector=exponent.vector and (base is UNKNOWN or base.has(Role.SCALAR)))
+                      vector=exponent.vector and (base is UNKNOWN or base.has(Role.SCALAR)),
+                      dtype_param=exponent.dtype_param)
             self.model.inv_freqs.append(InvFreqBuilt(node, val, frame.scope))
             return val
         return self._arith(base, exponent, ast.Pow(), node, frame)
@@ -1477,7 +1484,8 @@ class Interpreter:
         has_log = arg_node is not None and _LOG_OF_BASE.search(self.spans.text(arg_node)) is not None
         if arg.has(Role.ARANGE) and arg.scaled and has_log:
             dt = Dt.RUNTIME if arg.dtype is Dt.INT else arg.dtype
-            val = Val(frozenset({Role.INV_FREQ}), dt, site=arg.site if dt.can_be_16bit else None, vector=arg.vector)
+            val = Val(frozenset({Role.INV_FREQ}), dt, site=arg.site if dt.can_be_16bit else None, vector=arg.vector,
+                      dtype_param=arg.dtype_param)
             self.model.inv_freqs.append(InvFreqBuilt(node, val, frame.scope))
             return val
         if arg.has(Role.PHASE) and arg_node is not None and "1j" in self.spans.text(arg_node):

@@ -136,6 +136,10 @@ def _feeds_only_own_calls(ctx: RuleContext, caller: ast.AST, call: ast.Call) -> 
     name = owner.targets[0].id
     loads = later_loads(caller, owner, name)
     allowed: set[int] = set()
+    # An operand of this function's own phase (``pos[..., None] * inv_freq.float()``) goes nowhere else.
+    for product in ctx.model.products:
+        for operand in product.operands if product.scope.node is caller else ():
+            allowed.update(id(n) for n in ast.walk(operand) if isinstance(n, ast.Name) and n.id == name)
     for node in ast.walk(caller):
         if isinstance(node, ast.Call) and _own_callee(ctx, node.func):
             for arg in (*node.args, *(k.value for k in node.keywords)):

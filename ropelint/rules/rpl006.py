@@ -5,6 +5,7 @@ import ast
 from ..model.names import string_value
 from ..model.values import Role
 from .base import Rule, RuleContext, assigned_name, later_loads
+from .callsite import caller_dtype_fix
 from .casts import float32_fix
 
 
@@ -21,7 +22,11 @@ class LowPrecisionInvFreq(Rule):
             message = ("inverse frequencies built from a tensor whose dtype is not fixed to float32: an integer "
                        "arange divided (or a float arange) takes `torch.get_default_dtype()`, which is bfloat16 "
                        "while many frameworks build models")
-            ctx.report(self.code, val.site, message, built.scope, float32_fix(ctx, val.site, "inverse frequencies", built.scope))
+            fix = float32_fix(ctx, val.site, "inverse frequencies", built.scope)
+            if fix is not None and fix.safety == "unsafe":
+                # Built in a dtype the callers pass: passing float32 at this file's calls may be safe.
+                fix = caller_dtype_fix(ctx, val.site) or fix
+            ctx.report(self.code, val.site, message, built.scope, fix)
         for cast in ctx.model.casts:
             receiver = cast.receiver
             # Module state that casts convert is RPL002's; a plain attribute cast here is this rule's.
