@@ -943,7 +943,9 @@ class Interpreter:
         if "new" in kinds and "index" not in kinds:
             return base.evolve(last_is_one=kinds[-1] == "new",
                                second_last_is_one=len(kinds) >= 2 and kinds[-2] == "new", literal=None, vector=False)
-        return base.evolve(literal=None, vector=False)
+        # ``arange(0, dim, 2)[: dim // 2]``: a slice of one axis keeps it one axis.
+        sliced = len(elements) == 1 and isinstance(elements[0], ast.Slice)
+        return base.evolve(literal=None, vector=base.vector and sliced)
 
     # ------------------------------------------------------------------ calls
     def _callee_summary(self, node: ast.Call, frame: Frame) -> Summary | None:
