@@ -551,3 +551,39 @@ def test_frequencies_a_method_builds_in_its_callers_dtype_are_fixed_at_the_call(
     fixed = fix_text("rotary.py", source, ALL, unsafe=False)
     assert "self._inv_freq_for_length(x.shape[1], x.device, torch.float32)" in fixed.fixed
     assert "freqs.cos().to(positions.device)" in fixed.fixed and fixed.remaining.diagnostics == ()
+
+
+def test_a_helper_with_opaque_parameters_is_analysed_with_what_its_call_hands_it():
+    """`_cs(p, f)` says nothing by its names; called with an integer meshgrid and frequencies, it is
+    analysed again for that call, and its `.type_as(p)` is an integer cast (fixed to a device move)."""
+    source = textwrap.dedent('''\
+        import torch
+        from torch import nn
+
+
+        def _f(d, base):
+            return base ** -(torch.arange(0, d, 2, dtype=torch.float32) / d)
+
+
+        def _cs(p, f):
+            a = p[..., None] * f
+            return a.cos().type_as(p), a.sin().type_as(p)
+
+
+        class AxialRoPE(nn.Module):
+            def __init__(self, head_dim=64, base=100.0):
+                super().__init__()
+                self.hd, self.base = head_dim, base
+
+            def forward(self, x, hw):
+                h, w = hw
+                f = _f(self.hd // 2, self.base).to(x.device)
+                yy, xx = torch.meshgrid(torch.arange(h, device=x.device), torch.arange(w, device=x.device), indexing="ij")
+                cy, sy = _cs(yy.flatten(), f)
+                cx, sx = _cs(xx.flatten(), f)
+                return torch.cat([cy, cx], -1).to(x.dtype), torch.cat([sy, sx], -1).to(x.dtype)
+        ''')
+    found = check_text("rotary.py", source, ALL).diagnostics
+    assert [(d.code, d.line) for d in found] == [("RPL001", 11), ("RPL001", 11)]
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False)
+    assert "return a.cos().to(p.device), a.sin().to(p.device)" in fixed.fixed and fixed.remaining.diagnostics == ()

@@ -138,6 +138,8 @@ class Summary:
     position_params: frozenset[str] = frozenset()
     params: tuple[str, ...] = ()
     freq_params: frozenset[str] = frozenset()
+    # Nothing rotary happened in it as analysed from its parameter names (a call may still hand it some).
+    inert: bool = False
     # Casts of a parameter to an integer dtype (``cache.to(position_ids)``): a table passed there truncates.
     int_casts: tuple[tuple[str, Cast], ...] = ()
     # Casts of a table to a dtype parameter (``emb.cos().to(dtype)``): a caller passing an integer dtype truncates.
@@ -301,6 +303,7 @@ class Interpreter:
         self._current: ast.stmt | None = None  # the statement being evaluated
         self._metadata_read = False
         self._calls_by_name: dict[str, list[ast.Call]] | None = None
+        self._specialized: dict[int, Summary] = {}  # call node -> its callee analysed with its arguments
         # Expression kinds the analysis looks into; any other evaluates to UNKNOWN.
         self._handlers = {
             ast.Name: self._eval_name, ast.Constant: self._eval_constant, ast.Attribute: self._attribute,
@@ -470,7 +473,7 @@ class Interpreter:
         return UNKNOWN
 
     def _analyse_function(self, fn: FunctionNode, symbol: str, cls: ClassInfo | None, *, is_method: bool,
-                          top: ast.AST | None = None) -> Summary:
+                          top: ast.AST | None = None, bound: dict[str, Val] | None = None) -> Summary:
         params = self._params(fn)
         if is_method and params and not any((dotted(d) or [""])[-1] == "staticmethod" for d in fn.decorator_list):
             params = params[1:]
@@ -489,6 +492,10 @@ class Interpreter:
         frame = Frame({p: self._param_val(p, p in trig) for p in params}, {}, scope, cls, guards)
         if fn.args.vararg is not None:  # ``def ndgrid(*tensors)``: what the caller unpacks into it
             frame.env[fn.args.vararg.arg] = Val(frozenset(), param=fn.args.vararg.arg)
+        for name, val in (bound or {}).items():
+            if name in frame.env and val.roles:
+                frame.env[name] = val.evolve(param=name)  # analysed for one call: what that call passes
+        before = (len(self.model.products), len(self.model.trigs))
         defaulted = {name for name, _ in _defaults(fn)}
         for p in {*_float32_defaulted(fn), *(q for q in params if q not in defaulted)}:
             # ``dtype=torch.float32`` that no call overrides, or a required ``dtype`` every call passes as float32.
@@ -505,8 +512,9 @@ class Interpreter:
             for more in frame.return_items[1:]:
                 if len(more) == len(items):
                     items = tuple(join(a, b) for a, b in zip(items, more))
+        inert = (len(self.model.products), len(self.model.trigs)) == before
         return Summary(ret, items, frozenset(frame.trig_params), frozenset(frame.position_params), tuple(params),
-                       frozenset(frame.freq_params), tuple(frame.int_casts), tuple(frame.dtype_casts))
+                       frozenset(frame.freq_params), inert, tuple(frame.int_casts), tuple(frame.dtype_casts))
 
     # ------------------------------------------------------------- statements
     def _block(self, body: list[ast.stmt], frame: Frame) -> None:
@@ -949,6 +957,8 @@ class Interpreter:
 
     # ------------------------------------------------------------------ calls
     def _callee_summary(self, node: ast.Call, frame: Frame) -> Summary | None:
+        if id(node) in self._specialized:
+            return self._specialized[id(node)]
         func = node.func
         if isinstance(func, ast.Name) and func.id in self.model.functions and func.id not in frame.env:
             return self._function_summary(func.id)
@@ -966,6 +976,7 @@ class Interpreter:
         if summary is not None:
             vals = [self._eval(a, frame) for a in pos]
             kvals = {k: self._eval(v, frame) for k, v in kw.items()}
+            summary = self._specialize(node, summary, vals, kvals)
             self._check_helper_trig(node, summary, vals, kvals, frame)
             bound = dict(zip(summary.params, vals))
             bound.update(kvals)
@@ -1348,6 +1359,27 @@ class Interpreter:
         if method in ("item", "tolist", "size"):
             return Val(frozenset({Role.SCALAR}))
         return UNKNOWN
+
+    def _specialize(self, node: ast.Call, summary: Summary, vals: list[Val], kvals: dict[str, Val]) -> Summary:
+        """A same-file function whose parameters say nothing (``def _cs(p, f)``), called with positions and
+        frequencies: analysed once more for this call, with what it is handed."""
+        func = node.func
+        if not summary.inert or not isinstance(func, ast.Name) or func.id not in self.model.functions \
+                or func.id in self.in_progress or id(node) in self._specialized:
+            return summary
+        bound = dict(zip(summary.params, vals))
+        bound.update(kvals)
+        roles = frozenset().union(*(v.roles for v in bound.values())) if bound else frozenset()
+        if not (Role.INV_FREQ in roles and roles & {Role.POSITIONS, Role.ARANGE}):
+            return summary
+        fn = self.model.functions[func.id]
+        self.in_progress.add(func.id)
+        try:
+            special = self._analyse_function(fn, func.id, None, is_method=False, top=fn, bound=bound)
+        finally:
+            self.in_progress.discard(func.id)
+        self._specialized[id(node)] = special
+        return special
 
     def _vararg_of(self, node: ast.Call, frame: Frame) -> str | None:
         """The ``*args`` name of the same-file function ``node`` calls, if it has one."""
