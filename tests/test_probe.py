@@ -391,7 +391,7 @@ def test_export_and_meta_checks() -> None:
 
 CASE_SCHEMA = {
     "type": "object",
-    "required": ["module_dtype", "cast_back", "head_dim", "base", "autocast", "control",
+    "required": ["module_dtype", "cast_back", "head_dim", "base", "autocast", "control", "activation_dtype",
                  "passed", "max_error", "first_failing_position", "error"],
     "additionalProperties": False,
     "properties": {
@@ -401,6 +401,7 @@ CASE_SCHEMA = {
         "base": {"type": "number"},
         "autocast": {"enum": ["off", "cpu-bf16", "cpu-fp16", "cuda-bf16", "cuda-fp16"]},
         "control": {"type": "boolean"},
+        "activation_dtype": {"enum": ["float16", "bfloat16", "float32"]},
         "passed": {"type": "boolean"},
         "max_error": {"type": ["number", "null"]},
         "first_failing_position": {"type": ["integer", "null"]},
@@ -1121,3 +1122,44 @@ def test_warm_up_catches_state_built_on_the_first_forward() -> None:
     cold_doc, warm_doc = json.loads(cold.output), json.loads(warm.output)
     assert cold.exit_code == 0 and warm.exit_code == 1
     assert cold_doc["passed"] == 24 and warm_doc["passed"] < 24
+
+
+ROTATE_HALF_CORRECT = """
+import torch
+from torch import nn
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class CorrectRotary(nn.Module):
+    def __init__(self, dim, base=10000.0):
+        super().__init__()
+        self.dim, self.base = dim, base
+
+    def forward(self, q, position_ids):
+        inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32, device=q.device) / self.dim))
+        freqs = position_ids.float()[..., None] * inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos()[:, :, None, :].to(q.dtype), emb.sin()[:, :, None, :].to(q.dtype)
+        return q * cos + rotate_half(q) * sin
+"""
+
+
+def test_activations_in_the_autocast_dtype_avoid_the_mixed_dtype_autocast_error(tmp_path):
+    """A correct rotate-half module: fed activations in the module's dtype, a float16 module under CPU
+    bfloat16 autocast (and the reverse) raises in its own `torch.cat` of 16-bit halves (4 of 24 cases);
+    fed activations in the autocast dtype, as autocast's linear layers produce them, all 24 pass."""
+    path = tmp_path / "rotary.py"
+    path.write_text(ROTATE_HALF_CORRECT)
+    target = resolve_symbol(load_file(str(path)), "CorrectRotary", str(path))
+    positions = list(range(0, 2000, 37))
+    by_module = run_matrix(target, symbol="CorrectRotary", positions=positions)
+    failed = [c for c in by_module.cases if not c.passed]
+    assert len(failed) == 4 and all("prioritize" in (c.error or "") for c in failed)
+    assert {(c.case.module_dtype, c.case.autocast) for c in failed} == {("float16", "cpu-bf16"),
+                                                                       ("bfloat16", "cpu-fp16")}
+    by_autocast = run_matrix(target, symbol="CorrectRotary", positions=positions, activations="autocast")
+    assert (by_autocast.passed, by_autocast.controls_passed) == (24, 6)

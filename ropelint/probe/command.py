@@ -137,13 +137,17 @@ def _expand_targets(targets: Sequence[str]) -> list[tuple[str, str] | tuple[str,
 @click.option("--warm-up", "warm_up", is_flag=True,
               help="Run one float32 forward before each conversion, as a model used before `.half()` is "
                    "(catches state a module builds lazily on its first forward).")
+@click.option("--activations", type=click.Choice(["module", "autocast"]), default="module", show_default=True,
+              help="Dtype of the activations fed in: the module's, or under autocast the autocast dtype (as "
+                   "queries and keys come out of autocast's linear layers; a float16 module's own "
+                   "`torch.cat` of float16 activations raises under CPU bfloat16 autocast).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True)
 @click.pass_context
 def probe(ctx: click.Context, targets: tuple[str, ...], positions: str | None,
           head_dims: str | None, bases: str | None, autocast_spec: str | None,
           init_spec: str | None, call_spec: str | None, check_export: bool, check_meta: bool,
-          warm_up: bool, fmt: str) -> None:
+          warm_up: bool, activations: str, fmt: str) -> None:
     try:
         import torch  # noqa: F401  (only to fail early and clearly)
     except ImportError:
@@ -176,7 +180,8 @@ def probe(ctx: click.Context, targets: tuple[str, ...], positions: str | None,
             target = resolve_symbol(loaded[path], symbol, path)  # type: ignore[arg-type]
             report = run_matrix(target, positions=position_list, head_dims_bases=pairs,
                                 autocasts=autocasts, init=init_spec, call=call_spec,
-                                export=check_export, meta=check_meta, symbol=name, warm_up=warm_up)
+                                export=check_export, meta=check_meta, symbol=name, warm_up=warm_up,
+                                activations=activations)
         except (LoadError, ProbeSetupError) as exc:
             entries.append((name, str(exc)))
             render_error_text(name, str(exc), errors)

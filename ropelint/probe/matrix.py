@@ -99,22 +99,24 @@ def default_autocasts(cuda_available: bool) -> tuple[str, ...]:
 
 
 def build_cases(
-    pairs: Iterable[tuple[int, float]], autocasts: Sequence[str]
+    pairs: Iterable[tuple[int, float]], autocasts: Sequence[str], activations: str = "module"
 ) -> tuple[Case, ...]:
     """Matrix cases first (dtype, cast-back, pair, autocast), then the float32 controls."""
     pairs = tuple(pairs)
+    if activations not in ("module", "autocast"):
+        raise ValueError(f"unknown activations {activations!r}; choose module or autocast")
     for name in autocasts:
         if name not in ALL_AUTOCASTS:
             raise ValueError(f"unknown autocast {name!r}; choose from {', '.join(ALL_AUTOCASTS)}")
     cases = [
-        Case(dtype, cast_back, dim, base, autocast, control=False)
+        Case(dtype, cast_back, dim, base, autocast, control=False, activations=activations)
         for dtype in MODULE_DTYPES
         for cast_back in (False, True)
         for dim, base in pairs
         for autocast in autocasts
     ]
     cases += [
-        Case("float32", False, dim, base, autocast, control=True)
+        Case("float32", False, dim, base, autocast, control=True, activations=activations)
         for dim, base in pairs
         for autocast in autocasts
     ]

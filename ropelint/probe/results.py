@@ -20,10 +20,15 @@ class Case:
     base: float
     autocast: str  # "off" | "cpu-bf16" | "cpu-fp16" | "cuda-bf16" | "cuda-fp16"
     control: bool
+    # "module": activations in the module's dtype; "autocast": in the autocast dtype when autocast is
+    # on (as q/k come out of autocast's linear layers), else the module's.
+    activations: str = "module"
 
     @property
     def activation_dtype(self) -> str:
-        """Dtype of the module's state (and so of its activations) when it is called."""
+        """Dtype of the activations the module is called with."""
+        if self.activations == "autocast" and self.autocast != "off" and not self.control:
+            return {"bf16": "bfloat16", "fp16": "float16"}[self.autocast.split("-")[1]]
         return "float32" if self.cast_back or self.control else self.module_dtype
 
     @property
@@ -58,6 +63,7 @@ class CaseResult:
             "base": c.base,
             "autocast": c.autocast,
             "control": c.control,
+            "activation_dtype": c.activation_dtype,
             "passed": self.passed,
             # JSON has no inf/nan: a non-finite error (NaN or inf in the output) is null.
             "max_error": _finite_or_none(self.max_error),

@@ -51,6 +51,7 @@ def run_matrix(
     meta: bool = False,
     symbol: str | None = None,
     warm_up: bool = False,
+    activations: str = "module",
 ) -> ProbeReport:
     """Probe ``target`` (a rotary ``nn.Module`` class or a table-building function).
 
@@ -58,12 +59,13 @@ def run_matrix(
     cases are added when CUDA is available. ``init``/``call`` take the same text as the
     ``--init``/``--call`` options. ``warm_up``: run one float32 forward before the module is
     converted, as a model used before ``.half()`` is (state built lazily on the first forward is
-    then converted too). Raises ``ProbeSetupError`` when it cannot build or call.
+    then converted too). ``activations``: "module" feeds activations in the module's dtype, "autocast"
+    in the autocast dtype under autocast. Raises ``ProbeSetupError`` when it cannot build or call.
     """
     with single_threaded():
         return _run_matrix(target, positions=positions, head_dims_bases=head_dims_bases,
                            autocasts=autocasts, init=init, call=call, export=export, meta=meta,
-                           symbol=symbol, warm_up=warm_up)
+                           symbol=symbol, warm_up=warm_up, activations=activations)
 
 
 def _run_matrix(
@@ -78,6 +80,7 @@ def _run_matrix(
     meta: bool,
     symbol: str | None,
     warm_up: bool = False,
+    activations: str = "module",
 ) -> ProbeReport:
     name = symbol or getattr(target, "__qualname__", repr(target))
     pos = tuple(default_positions() if positions is None else positions)
@@ -97,7 +100,7 @@ def _run_matrix(
     built: dict[tuple[object, ...], torch.nn.Module | None] = {}
     results = tuple(
         run_case(invocation, case, references[(case.head_dim, case.base)], built, warm_up=warm_up)
-        for case in build_cases(pairs, chosen)
+        for case in build_cases(pairs, chosen, activations)
     )
     checks = []
     if export:
