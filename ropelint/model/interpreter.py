@@ -144,6 +144,8 @@ class Summary:
     int_casts: tuple[tuple[str, Cast], ...] = ()
     # Casts of a table to a dtype parameter (``emb.cos().to(dtype)``): a caller passing an integer dtype truncates.
     dtype_casts: tuple[tuple[str, Cast], ...] = ()
+    # Casts of a table to a tensor parameter's dtype (``a.cos().type_as(p)``): a caller passing integers truncates.
+    tensor_casts: tuple[tuple[str, Cast], ...] = ()
 
 
 @dataclass
@@ -160,6 +162,7 @@ class Frame:
     freq_params: set[str] = field(default_factory=set)
     int_casts: list[tuple[str, Cast]] = field(default_factory=list)
     dtype_casts: list[tuple[str, Cast]] = field(default_factory=list)
+    tensor_casts: list[tuple[str, Cast]] = field(default_factory=list)
 
 
 @dataclass
@@ -206,10 +209,11 @@ def _positions_only(fn: FunctionNode, params: frozenset[str]) -> set[str]:
     return out
 
 
-def _dtype_argument(scope: Scope, node: ast.AST | None) -> tuple[str, str | None] | None:
-    """(the dtype parameter a cast target comes from, the tensor parameter whose dtype replaces it when
-    the call leaves it out): ``.to(dtype)`` -> ("dtype", None); ``.to(out or pos.dtype)``,
-    ``out = out or pos.dtype`` and ``if out is None: out = pos.dtype`` -> ("out", "pos")."""
+def dtype_fallback(scope: Scope, node: ast.AST | None) -> tuple[str, ast.Attribute | None] | None:
+    """(the dtype parameter a cast target comes from, the ``pos.dtype`` of a tensor parameter that replaces
+    it when the call leaves it out): ``.to(dtype)`` -> ("dtype", None); ``.to(out or pos.dtype)``,
+    ``out = out or pos.dtype``, ``if out is None: out = pos.dtype`` and a local ``o = out or pos.dtype``
+    -> ("out", ``pos.dtype``)."""
     fn = scope.node
     if fn is None or node is None:
         return None
@@ -218,8 +222,12 @@ def _dtype_argument(scope: Scope, node: ast.AST | None) -> tuple[str, str | None
         if isinstance(first, ast.Name) and first.id in scope.params:
             return first.id, _dtype_of_param(second, scope)
         return None
-    if not (isinstance(node, ast.Name) and node.id in scope.params):
+    if not isinstance(node, ast.Name):
         return None
+    if node.id not in scope.params:  # ``out = dtype or pos.dtype`` ... ``x.to(out)``: the one value it holds
+        values = [stmt.value for stmt in ast.walk(fn) if isinstance(stmt, ast.Assign)
+                  and [getattr(t, "id", None) for t in stmt.targets] == [node.id]]
+        return dtype_fallback(scope, values[0]) if len(values) == 1 and isinstance(values[0], ast.BoolOp) else None
     fallback = None
     for stmt in ast.walk(fn):
         if isinstance(stmt, ast.Assign) and [getattr(t, "id", None) for t in stmt.targets] == [node.id]:
@@ -232,11 +240,11 @@ def _dtype_argument(scope: Scope, node: ast.AST | None) -> tuple[str, str | None
     return node.id, fallback
 
 
-def _dtype_of_param(node: ast.AST, scope: Scope) -> str | None:
-    """``pos`` for ``pos.dtype`` when ``pos`` is a parameter of the scope."""
+def _dtype_of_param(node: ast.AST, scope: Scope) -> ast.Attribute | None:
+    """``node`` when it is ``pos.dtype`` of a parameter ``pos`` of the scope."""
     if isinstance(node, ast.Attribute) and node.attr == "dtype" and isinstance(node.value, ast.Name) \
             and node.value.id in scope.params:
-        return node.value.id
+        return node
     return None
 
 
@@ -433,11 +441,6 @@ class Interpreter:
         return summary
 
     # -------------------------------------------------------------- functions
-    @staticmethod
-    def _params(fn: FunctionNode) -> list[str]:
-        a = fn.args
-        return [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
-
     def _param_val(self, name: str, takes_trig: bool = False) -> Val:
         if INT_POSITION_PARAMS.match(name):
             return Val(frozenset({Role.POSITIONS}), Dt.INT, param=name)
@@ -474,9 +477,7 @@ class Interpreter:
 
     def _analyse_function(self, fn: FunctionNode, symbol: str, cls: ClassInfo | None, *, is_method: bool,
                           top: ast.AST | None = None, bound: dict[str, Val] | None = None) -> Summary:
-        params = self._params(fn)
-        if is_method and params and not any((dotted(d) or [""])[-1] == "staticmethod" for d in fn.decorator_list):
-            params = params[1:]
+        params = call_params(fn, is_method)
         # An activation that may be left out (``x: Optional[Tensor] = None``) cannot give fixes a dtype.
         optional = _none_defaulted(fn)
         activation = next((p for p in params if ACTIVATION_PARAMS.match(p) and p not in optional), None)
@@ -487,9 +488,10 @@ class Interpreter:
             if guard:
                 guards.append(guard)
         # Only a parameter the name alone would call inverse frequencies needs the walk for cos/sin.
-        named_freq = any(self._param_val(p).has(Role.INV_FREQ) for p in params)
-        trig = _trig_operands(fn) if named_freq else frozenset()
-        frame = Frame({p: self._param_val(p, p in trig) for p in params}, {}, scope, cls, guards)
+        env = {p: self._param_val(p) for p in params}
+        if any(v.has(Role.INV_FREQ) for v in env.values()):
+            env.update({p: self._param_val(p, takes_trig=True) for p in _trig_operands(fn) if p in env})
+        frame = Frame(env, {}, scope, cls, guards)
         if fn.args.vararg is not None:  # ``def ndgrid(*tensors)``: what the caller unpacks into it
             frame.env[fn.args.vararg.arg] = Val(frozenset(), param=fn.args.vararg.arg)
         for name, val in (bound or {}).items():
@@ -514,7 +516,8 @@ class Interpreter:
                     items = tuple(join(a, b) for a, b in zip(items, more))
         inert = (len(self.model.products), len(self.model.trigs)) == before
         return Summary(ret, items, frozenset(frame.trig_params), frozenset(frame.position_params), tuple(params),
-                       frozenset(frame.freq_params), inert, tuple(frame.int_casts), tuple(frame.dtype_casts))
+                       frozenset(frame.freq_params), inert, tuple(frame.int_casts), tuple(frame.dtype_casts),
+                       tuple(frame.tensor_casts))
 
     # ------------------------------------------------------------- statements
     def _block(self, body: list[ast.stmt], frame: Frame) -> None:
@@ -606,7 +609,7 @@ class Interpreter:
                 guard = self._guard_for(dec, stmt, inner_scope)
                 if guard:
                     inner.guards.append(guard)
-            for name in self._params(stmt):
+            for name in call_params(stmt, is_method=False):
                 inner.env[name] = self._param_val(name)
             self._block(stmt.body, inner)
 
@@ -975,11 +978,10 @@ class Interpreter:
         summary = self._callee_summary(node, frame)
         if summary is not None:
             vals = [self._eval(a, frame) for a in pos]
-            kvals = {k: self._eval(v, frame) for k, v in kw.items()}
-            summary = self._specialize(node, summary, vals, kvals)
-            self._check_helper_trig(node, summary, vals, kvals, frame)
             bound = dict(zip(summary.params, vals))
-            bound.update(kvals)
+            bound.update({k: self._eval(v, frame) for k, v in kw.items()})
+            summary = self._specialize(node, summary, bound)
+            self._check_helper_trig(node, summary, bound, frame)
             chosen = bound.get(summary.returns.dtype_param) if summary.returns.dtype_param else None
             if chosen is not None and chosen.has(Role.DTYPE):
                 # ``self.get_seq_pos(n, dtype=torch.float32)``: the dtype the caller passed.
@@ -994,8 +996,6 @@ class Interpreter:
             if returned is not None and returned in summary.params:
                 # The callee hands back (a reshaping of) one of its arguments: what the caller passed, not
                 # what the parameter's name suggests (``def recompose(self, freq)`` called with cos tables).
-                bound = dict(zip(summary.params, vals))
-                bound.update(kvals)
                 if returned in bound:
                     return bound[returned].evolve(last_is_one=False, second_last_is_one=False, vector=False)
             return summary.returns
@@ -1010,8 +1010,7 @@ class Interpreter:
         if qn is not None and (qn.startswith("torch") or is_numpy(qn) or qn.startswith("math.")
                                or qn in ("setattr", "getattr")):
             return self._library_call(node, qn, pos, kw, frame)
-        if qn is not None and qn.rsplit(".", 1)[-1] in ("inv_freq", "inv_freq_from") \
-                and ("ropelint.runtime" in qn or "rope_runtime" in qn):
+        if qn is not None and is_runtime_inv_freq(qn):
             # ropelint's own helper (imported or vendored): float32 inverse frequencies. Knowing it
             # lets a cast written after it (``rope_runtime.inv_freq(...).to(x.dtype)``) be seen.
             return Val(frozenset({Role.INV_FREQ}), Dt.FULL)
@@ -1032,13 +1031,10 @@ class Interpreter:
             return Val(frozenset({Role.SCALAR}))
         return UNKNOWN
 
-    def _check_helper_trig(self, node: ast.Call, summary: Summary, vals: list[Val], kvals: dict[str, Val],
-                           frame: Frame) -> None:
+    def _check_helper_trig(self, node: ast.Call, summary: Summary, bound: dict[str, Val], frame: Frame) -> None:
         if not summary.trig_params and not summary.position_params and not summary.int_casts \
-                and not summary.dtype_casts and not summary.freq_params:
+                and not summary.dtype_casts and not summary.tensor_casts and not summary.freq_params:
             return
-        bound = dict(zip(summary.params, vals))
-        bound.update(kvals)
         if summary.dtype_casts:
             nodes = dict(zip(summary.params, node.args))
             nodes.update({k.arg: k.value for k in node.keywords if k.arg is not None})
@@ -1055,13 +1051,14 @@ class Interpreter:
                                                  nodes[fallback], frame.scope))
         for name, cast in summary.int_casts:
             val = bound.get(name)
-            if cast.target.fallback_param == "tensor":
-                if val is not None and val.dtype is Dt.INT and not val.has(Role.DTYPE):
-                    # ``_cs(grid, f)`` with an integer grid, where ``_cs`` ends in ``.type_as(p)``.
-                    self.model.casts.append(dataclasses.replace(cast, target=dtype_val(Dt.INT).evolve(param=name)))
-            elif val is not None and val.roles & {Role.TABLE, Role.PHASE}:
+            if val is not None and val.roles & {Role.TABLE, Role.PHASE}:
                 # ``_gather(self._cos_cached, position_ids)``: the helper's cast truncates this table.
                 self.model.casts.append(dataclasses.replace(cast, receiver=val))
+        for name, cast in summary.tensor_casts:
+            val = bound.get(name)
+            if val is not None and val.dtype is Dt.INT and not val.has(Role.DTYPE):
+                # ``_cs(grid, f)`` with an integer grid, where ``_cs`` ends in ``.type_as(p)``.
+                self.model.casts.append(dataclasses.replace(cast, target=dtype_val(Dt.INT).evolve(param=name)))
         callee = (dotted(node.func) or ["?"])[-1]
         for name, val in bound.items():
             if name in summary.freq_params:
@@ -1273,7 +1270,7 @@ class Interpreter:
                     and not receiver.roles & {Role.INV_FREQ, Role.PHASE, Role.TABLE}:
                 # Positions already rounded by a 16-bit-able cast: ``.float()`` restores the dtype, not the digits.
                 return receiver
-            if receiver.dtype.can_be_16bit and receiver.has(Role.PHASE) and _is_cast_call(receiver.site) \
+            if receiver.dtype.can_be_16bit and receiver.has(Role.PHASE) and is_cast_call(receiver.site) \
                     and not receiver.roles & {Role.INV_FREQ, Role.TABLE, Role.COMPLEX}:
                 # A phase cast down and back (``freqs.to(x.dtype).float()``): the angle stays rounded.
                 return receiver
@@ -1360,15 +1357,13 @@ class Interpreter:
             return Val(frozenset({Role.SCALAR}))
         return UNKNOWN
 
-    def _specialize(self, node: ast.Call, summary: Summary, vals: list[Val], kvals: dict[str, Val]) -> Summary:
+    def _specialize(self, node: ast.Call, summary: Summary, bound: dict[str, Val]) -> Summary:
         """A same-file function whose parameters say nothing (``def _cs(p, f)``), called with positions and
         frequencies: analysed once more for this call, with what it is handed."""
         func = node.func
         if not summary.inert or not isinstance(func, ast.Name) or func.id not in self.model.functions \
                 or func.id in self.in_progress or id(node) in self._specialized:
             return summary
-        bound = dict(zip(summary.params, vals))
-        bound.update(kvals)
         roles = frozenset().union(*(v.roles for v in bound.values())) if bound else frozenset()
         if not (Role.INV_FREQ in roles and roles & {Role.POSITIONS, Role.ARANGE}):
             return summary
@@ -1407,7 +1402,8 @@ class Interpreter:
         return val
 
     def _callers_keep_default(self, fn: FunctionNode, param: str, is_method: bool) -> bool:
-        """``fn`` is private, the file calls it, and no call passes ``param`` (or each passes a float32 dtype)."""
+        """``fn`` is private (or a public builder named for inverse frequencies), the file calls it, and no
+        call passes ``param`` (or each passes a float32 dtype)."""
         if self._calls_by_name is None:
             self._calls_by_name = {}
             for node in ast.walk(self.module):
@@ -1422,7 +1418,8 @@ class Interpreter:
             # (``yarn_inv_freq(..., dtype=torch.float32)``) returns them in that dtype by contract.
             return False
         calls = self._calls_by_name.get(name, [])
-        positional = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)][1 if is_method else 0:]
+        keyword_only = {a.arg for a in fn.args.kwonlyargs}
+        positional = [p for p in call_params(fn, is_method) if p not in keyword_only]
         index = positional.index(param) if param in positional else None
         for call in calls:
             if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
@@ -1463,14 +1460,14 @@ class Interpreter:
                     and method in ("type_as", "to") and isinstance(target_node, ast.Name) \
                     and target_node.id in frame.scope.params and target.param == target_node.id:
                 # ``a.cos().type_as(p)``: the tables take the dtype of whatever tensor the caller passes as ``p``.
-                frame.int_casts.append((target_node.id, dataclasses.replace(cast, target=target.evolve(
-                    fallback_param="tensor"))))
+                frame.tensor_casts.append((target_node.id, cast))
             if receiver.roles & {Role.TABLE, Role.PHASE} and target.dtype is not Dt.INT:
-                found = _dtype_argument(frame.scope, target_node)
+                found = dtype_fallback(frame.scope, target_node)
                 if found is not None:
                     name, fallback = found
+                    tensor = fallback.value.id if fallback is not None else None  # type: ignore[attr-defined]
                     frame.dtype_casts.append((name, dataclasses.replace(
-                        cast, target=target.evolve(param=name, fallback_param=fallback))))
+                        cast, target=target.evolve(param=name, fallback_param=tensor))))
 
     def _trig(self, node: ast.Call, arg: Val, frame: Frame, numpy: bool) -> Val:
         if arg.has(Role.PHASE) and not numpy:
@@ -1683,13 +1680,30 @@ def _defaults_to_false(node: ast.AST, fn: ast.AST | None) -> bool:
     """``node`` is a parameter of ``fn`` whose default is ``False``."""
     if not isinstance(node, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
+    return any(name == node.id and bool_literal(default) is False for name, default in _defaults(fn))
+
+
+def call_params(fn: FunctionNode, is_method: bool) -> list[str]:
+    """The parameters a call fills: a method's first one (``self``) is not, unless it is a staticmethod."""
     a = fn.args
-    positional = [*a.posonlyargs, *a.args]
-    pairs = list(zip(positional[len(positional) - len(a.defaults):], a.defaults))
-    pairs += [(arg, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
-    return any(arg.arg == node.id and bool_literal(default) is False for arg, default in pairs)
+    params = [p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+    if is_method and params and not any((dotted(d) or [""])[-1] == "staticmethod" for d in fn.decorator_list):
+        params = params[1:]
+    return params
 
 
-def _is_cast_call(node: ast.AST | None) -> bool:
+def is_runtime_inv_freq(qn: str) -> bool:
+    """``qn`` names ropelint's float32 inverse-frequency helper, imported or vendored."""
+    return qn.rsplit(".", 1)[-1] in ("inv_freq", "inv_freq_from") and ("ropelint.runtime" in qn or "rope_runtime" in qn)
+
+
+def is_trig_call(node: ast.AST) -> bool:
+    """``t.cos()``, ``torch.sin(t)``, ``cos(t)``: a cos/sin call by any spelling."""
+    return isinstance(node, ast.Call) and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) \
+        in ("cos", "sin")
+
+
+def is_cast_call(node: ast.AST | None) -> bool:
+    """``t.to(...)``, ``.type(...)``, ``.type_as(...)``, ``.half()``, ``.bfloat16()``: a cast that can round."""
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
         and node.func.attr in ("to", "type", "type_as", "half", "bfloat16")

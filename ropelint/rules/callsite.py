@@ -1,10 +1,10 @@
-"""Positions built in a dtype the caller passes: make the callers pass float32.
+"""Positions or frequencies built in a dtype the caller passes: make the callers pass float32.
 
 rotary-embedding-torch's ``get_seq_pos(seq_len, device, dtype)`` returns
-``torch.arange(seq_len, dtype=dtype)`` and its callers pass the activations' dtype. Building the
-positions in float32 inside the method would change what a public method returns to everybody;
-passing ``torch.float32`` at the file's own calls changes only the positions this file feeds to
-its phase, and the method keeps its contract.
+``torch.arange(seq_len, dtype=dtype)`` and its callers pass the activations' dtype (so does a
+``_inv_freq_for_length(n, device, dtype)`` builder). Building the values in float32 inside the method
+would change what it returns to everybody; passing ``torch.float32`` at the file's own calls changes
+only what this file feeds to its phase, and the method keeps its contract.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import sys
 import tokenize
 
 from ..diagnostics import FixPlan, NodeEdit, Replace
+from ..model.interpreter import call_params
 from .base import RuleContext, later_loads
 from .construction import assigned_value
 
@@ -29,10 +30,7 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
     if not isinstance(dtype_arg, ast.Name) or owner is None:
         return None
     cls_name, fn = owner
-    params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
-    is_method = cls_name is not None
-    if is_method:
-        params = params[1:]
+    params = call_params(fn, is_method=cls_name is not None)
     param = _parameter_behind(fn, dtype_arg, params)
     symbol = f"{cls_name}.{fn.name}" if cls_name is not None else fn.name
     # The analysis must see the same thing, or a caller passing float32 would not clear the finding.

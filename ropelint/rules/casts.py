@@ -6,7 +6,7 @@ import ast
 
 from ..diagnostics import FixPlan, Replace
 from ..model.events import Scope
-from ..model.interpreter import ACTIVATION_PARAMS
+from ..model.interpreter import ACTIVATION_PARAMS, is_runtime_inv_freq, is_trig_call
 from ..model.names import TORCH_DTYPES_INT, dotted, qualname
 from ..model.values import Dt, Role
 from .base import RuleContext, assigned_name, cast_receiver, is_atom, only_read_by, shape_only_reads
@@ -44,7 +44,8 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
         text = ctx.code(receiver)
         args = site.args[1:] if site.args and receiver is site.args[0] else site.args  # unbound: t is args[0]
         target = args[0] if args else next((k.value for k in site.keywords if k.arg == "dtype"), site.func)
-        if _runtime_inv_freq(ctx, receiver):  # float32 already (an earlier RPL002 rebuild): the cast just goes
+        if isinstance(receiver, ast.Call) and is_runtime_inv_freq(qualname(receiver.func, ctx.imports) or ""):
+            # float32 already (an earlier RPL002 rebuild): the cast just goes
             return _plan(ctx, site, target, scope, what, f"keep the {what} float32", (Replace(site, text),))
         if isinstance(site.func, ast.Attribute) and site.func.attr == "to" and target is not site.func \
                 and len(site.args) + len(site.keywords) > 1:
@@ -55,11 +56,6 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
         return _plan(ctx, site, target, scope, what, f"cast the {what} to float32",
                      (Replace(site, f"{text}.float()" if is_atom(receiver) else f"({text}).float()"),))
     return None
-
-
-def _runtime_inv_freq(ctx: RuleContext, node: ast.AST) -> bool:
-    qn = (qualname(node.func, ctx.imports) or "") if isinstance(node, ast.Call) else ""
-    return qn.rsplit(".", 1)[-1] in ("inv_freq", "inv_freq_from") and ("ropelint.runtime" in qn or "rope_runtime" in qn)
 
 
 def _plan(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Scope, what: str, description: str,
@@ -92,8 +88,7 @@ def _return_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, 
             continue
         values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
         for value in values:
-            if not any(isinstance(n, ast.Call) and (getattr(n.func, "attr", None) or getattr(n.func, "id", None))
-                       in ("cos", "sin") for n in ast.walk(value)):
+            if not any(is_trig_call(n) for n in ast.walk(value)):
                 return ()  # something else is returned too: leave the returns alone
             text = ctx.code(value)
             edits.append(Replace(value, f"{text}.to({dtype})" if is_atom(value) else f"({text}).to({dtype})"))
@@ -118,8 +113,7 @@ def _stored_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, 
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute) \
                 and isinstance(node.targets[0].value, ast.Name) and node.targets[0].value.id == "self" \
-                and isinstance(node.value, ast.Call) and (getattr(node.value.func, "attr", None)
-                                                          or getattr(node.value.func, "id", None)) in ("cos", "sin"):
+                and is_trig_call(node.value):
             text = ctx.code(node.value)
             edits.append(Replace(node.value, f"{text}.to({dtype})"))
     return tuple(edits)

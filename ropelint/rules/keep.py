@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 
 from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, InsertBeforeStatement, Replace
-from ..model.interpreter import in_file_mro
+from ..model.interpreter import in_file_mro, is_cast_call
 from ..model.values import Role, StateKind, StateRef
 from ..vendor import IMPORT_MODULE
 from .base import RuleContext, atom_code, cast_receiver, tuple_code
@@ -82,6 +82,7 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
     learnable = ref.kind is StateKind.PARAMETER and not ref.frozen and not ref.frozen_by_default
     safety = "unsafe" if learnable else "safe"
     why = f" ({LEARNABLE})" if learnable else ""
+    dropped = construction_casts(ctx, ref)
     if "_apply" in info.methods:
         names = _kept_names(info.methods["_apply"])
         if names is None:
@@ -94,7 +95,6 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
             if learned is None:
                 return None, f"`{cls_name}` already overrides `_apply`; add `{ref.name}` to its `learnable=` names"
             edits += (learned,)
-        dropped = construction_casts(ctx, ref)
         return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts too (it joins the "
                                f"`_apply` override){_dropped_note(dropped)}{why}", (*edits, *dropped)), ""
     # After ``__init__`` when the class has one: two findings in one class then write the same
@@ -109,7 +109,6 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
              "def _apply(self, fn, *args, **kwargs):  # ropelint: module dtype casts leave the state named below as built",
              f"    return rope_runtime.apply_keeping_dtype(self, super()._apply, fn, {_quoted(kept)}, *args, "
              f"{extra}**kwargs)"]
-    dropped = construction_casts(ctx, ref)
     edits = (InsertAfterStatement(method, "\n".join(lines)), *_remember(ctx, info), AddImport(IMPORT_MODULE), *dropped)
     return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts with an `_apply` override "
                            f"(device moves still apply; a meta-device load rebuilds it){_dropped_note(dropped)}{why}",
@@ -123,9 +122,8 @@ def construction_casts(ctx: RuleContext, ref: StateRef) -> tuple[Replace, ...]:
     for reg in ctx.model.registrations:
         cast = reg.value.site if reg.ref.name == ref.name and reg.value.dtype.can_be_16bit else None
         receiver = cast_receiver(cast) if isinstance(cast, ast.Call) else None
-        if receiver is not None and reg.scope.node is not None and any(n is cast for n in ast.walk(reg.scope.node)) \
-                and isinstance(cast.func, ast.Attribute) and cast.func.attr in ("to", "type", "type_as", "half",
-                                                                                "bfloat16"):
+        if receiver is not None and is_cast_call(cast) and reg.scope.node is not None \
+                and any(n is cast for n in ast.walk(reg.scope.node)):
             edits.append(Replace(cast, atom_code(ctx, receiver, cast)))
     return tuple(edits)
 

@@ -4,10 +4,10 @@ import ast
 import re
 
 from ..diagnostics import DeleteLines, FixPlan, Replace
+from ..model.interpreter import dtype_fallback
 from ..model.names import qualname
 from ..model.values import Dt, Role
 from .base import Rule, RuleContext, atom_code, cast_receiver
-from .construction import assigned_value
 
 
 class IntegerTableCast(Rule):
@@ -108,14 +108,11 @@ class IntegerTableCast(Rule):
 def _integer_fallback(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[no-untyped-def]
     """In ``x.to(dtype or position_ids.dtype)`` (or ``out = dtype or position_ids.dtype`` ... ``x.to(out)``),
     the ``position_ids.dtype`` operand: the dtype a call without ``dtype`` gets."""
-    expr, source = cast.target_expr, cast.target.param
-    if isinstance(expr, ast.Name) and cast.scope.node is not None:
-        found = assigned_value(cast.scope.node, expr.id, cast.node)
-        expr = found[0] if found is not None and found[1] is None else None
-    if not (isinstance(expr, ast.BoolOp) and isinstance(expr.op, ast.Or)) or source is None:
+    found = dtype_fallback(cast.scope, cast.target_expr)
+    fallback = found[1] if found is not None else None
+    if fallback is None or fallback.value.id != cast.target.param:  # type: ignore[attr-defined]
         return None
-    return next((v for v in expr.values if isinstance(v, ast.Attribute) and v.attr == "dtype"
-                 and isinstance(v.value, ast.Name) and v.value.id == source), None)
+    return fallback
 
 
 def _tensor_target(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[no-untyped-def]

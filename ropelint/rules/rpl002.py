@@ -26,19 +26,14 @@ class InvFreqInModuleState(Rule):
     def check(self, ctx: RuleContext) -> None:
         for product in ctx.model.products:
             for read in product.freq.reads:
-                if read.follows_module_casts and not self._repaired(ctx, product, read.ref.name):
+                if read.follows_module_casts and not self._repaired(ctx, product.scope.symbol, read.ref.name):
                     self._report(ctx, product, read)
         for handed in ctx.model.helper_freqs:
             if handed.scope.symbol.endswith(".__init__"):
                 continue  # read while the module is built, before any cast could round it
             for read in handed.arg.reads:
-                if read.follows_module_casts and read.ref.name not in self._repaired_in(ctx, handed.scope.symbol):
+                if read.follows_module_casts and not self._repaired(ctx, handed.scope.symbol, read.ref.name):
                     self._report_handed(ctx, handed, read)
-
-    @staticmethod
-    def _repaired_in(ctx: RuleContext, symbol: str) -> set[str]:
-        info = ctx.model.classes.get(symbol.split(".")[0])
-        return set(info.repaired) if info is not None else set()
 
     def _report_handed(self, ctx: RuleContext, handed, read: StateRead) -> None:  # type: ignore[no-untyped-def]
         """State passed to a same-file function that forms the phase from it (``build_pos_embed(bands=self.bands)``):
@@ -77,9 +72,9 @@ class InvFreqInModuleState(Rule):
         ctx.report(self.code, read.node, message, product.scope, fix)
 
     @staticmethod
-    def _repaired(ctx: RuleContext, product: Product, name: str) -> bool:
-        cls_name = product.scope.symbol.split(".")[0]
-        info = ctx.model.classes.get(cls_name)
+    def _repaired(ctx: RuleContext, symbol: str, name: str) -> bool:
+        """The class ``symbol`` lies in repairs ``name`` itself (an ``_apply`` override, a dtype guard)."""
+        info = ctx.model.classes.get(symbol.split(".")[0])
         return info is not None and name in info.repaired
 
     def _fix(self, ctx: RuleContext, product: Product, read: StateRead) -> tuple[FixPlan | None, str, bool]:

@@ -5,7 +5,7 @@ from collections import defaultdict
 
 from ..diagnostics import DeleteLines, FixPlan, NodeEdit, Replace
 from ..model.events import Cast, Trig, TrigInHelper
-from ..model.interpreter import ACTIVATION_PARAMS, in_file_mro
+from ..model.interpreter import ACTIVATION_PARAMS, in_file_mro, is_cast_call, is_trig_call
 from ..model.values import Dt, Role
 from .base import Rule, RuleContext, assigned_name, only_read_by, shape_only_reads
 
@@ -138,12 +138,9 @@ def _casts_its_tables(fn: ast.AST) -> bool:
     found = False
     for node in ast.walk(fn):
         value = node.value if isinstance(node, (ast.Assign, ast.Return)) else None
-        if value is None or not any(isinstance(n, ast.Call) and (getattr(n.func, "attr", None)
-                                                                  or getattr(n.func, "id", None)) in ("cos", "sin")
-                                    for n in ast.walk(value)):
+        if value is None or not any(is_trig_call(n) for n in ast.walk(value)):
             continue
-        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
-                and value.func.attr in ("to", "type", "type_as", "half", "bfloat16")):
+        if not is_cast_call(value):
             return False
         found = True
     return found
