@@ -50,6 +50,17 @@ def _decode(path: str, data: dict) -> FileResult:
     return FileResult(path, tuple(diags), error, parsed=True)
 
 
+def _code_stamp() -> str:
+    """The size and modification time of ropelint's own modules: an editable install or a patched copy
+    with the same version number must not be answered from results an older analysis produced."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.blake2b(digest_size=6)
+    for source in sorted(package.rglob("*.py")):
+        stat = source.stat()
+        digest.update(f"{source.relative_to(package)}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return digest.hexdigest()
+
+
 class Cache:
     """Results by content key, plus a stat index (path -> size, mtime, key) that lets an unchanged
     file be answered without reading it. The index is only a shortcut: a file whose size or mtime
@@ -57,7 +68,7 @@ class Cache:
 
     def __init__(self, folder: Path, fingerprint: str) -> None:
         self.folder = folder
-        self.file = folder / f"v{__version__}-{fingerprint}.json"
+        self.file = folder / f"v{__version__}-{fingerprint}-{_code_stamp()}.json"
         self.entries: dict[str, dict] = {}
         self.index: dict[str, list] = {}
         self.dirty = False

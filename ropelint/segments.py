@@ -229,12 +229,38 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
                 skipped.remove((start, stop, text))
                 if _takes_dtype(text):
                     dtype_takers.append(f"self.{name.group(1)}(")
+    # A method that registers state a kept one reads (``self.long_factor`` scaling the frequencies in forward):
+    # whether module casts reach that state is decided where it is registered.
+    if any_method and skipped:
+        kept_text = "".join("".join(lines[a:b]) for a, b in kept)
+        for start, stop, text in list(skipped):
+            if any(f"self.{m.group(1) or m.group(2)}" in kept_text for m in _REGISTERED.finditer(text)):
+                kept.append((start, stop))
+                skipped.remove((start, stop, text))
     # A method that hands a dtype to a kept one (``self.get_seq_pos(n, dtype=q.dtype)``) decides what
     # that one builds: the analysis and the fix at its calls must see every such call.
     if any_method and dtype_takers:
         kept.extend((start, stop) for start, stop, text in skipped if any(call in text for call in dtype_takers))
     kept.sort()
     return kept if any_method else []
+
+
+_REGISTERED = re.compile(r"register_buffer\(\s*[\"'](\w+)[\"']|self\.(?=\w+\s*=\s*(?:[\w.]+\.)?(?:Parameter|Buffer)\()(\w+)")
+
+
+def _token_ids_handed(segment: str, kept_classes: list[str]) -> list[str]:
+    """In a class that holds a kept rotary class (``self.rope = RoPE(...)``) and calls it with token or
+    position ids (``self.rope(idx)``), the text of that assignment and of that call: the methods holding them
+    show what the rotary's ``x`` argument receives. Empty for the usual ``self.rotary_emb(hidden_states)``."""
+    held = [name for name in kept_classes if f"{name}(" in segment]
+    if not held:
+        return []
+    found = []
+    for m in re.finditer(r"self\.(\w+)\s*=\s*(?:[\w.]+\.)?(" + "|".join(map(re.escape, held)) + r")\(", segment):
+        call = re.search(rf"self\.{m.group(1)}\(\s*(?:idx|tokens|input_idx|token_idx|\w*_ids)\s*[,)]", segment)
+        if call:
+            found += [m.group(0), call.group(0)]
+    return found
 
 
 def _takes_dtype(method: str) -> bool:
@@ -324,6 +350,28 @@ def _with_small_helpers(text: bytes, blocks: list[_Block],
     return sorted(kept + added) if added else kept
 
 
+def _with_keyword_constants(text: bytes, blocks: list[_Block],
+                            kept: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """``kept`` plus the module-level dicts it unpacks as keyword arguments (``torch.arange(n, **_FP32)``
+    with ``_FP32 = {"dtype": torch.float32}``): without them a dtype the call passes is invisible."""
+    searched = b"".join(text[begin:end] for begin, end, _ in kept)
+    unpacked = set(re.findall(rb"\*\*([A-Za-z_]\w*)", searched))
+    taken = {begin for begin, _, _ in kept}
+    added = []
+    for b in blocks:
+        if b.begin not in taken and b.lines <= SMALL_HELPER_MAX_LINES:
+            block = text[b.begin:b.end]
+            m = re.match(rb"([A-Za-z_]\w*)\s*(?::[^=\n]*)?=\s*(\{|dict\(|(?:functools\.)?partial\()", block)
+            if m is None:
+                continue
+            name = m.group(1)
+            if (m.group(2) in (b"{", b"dict(") and name in unpacked) or (
+                    b"autocast" in block and re.search(rb"(?<![\w.])" + re.escape(name) + rb"\(", searched)):
+                # ``_fp32 = partial(torch.autocast, enabled=False)`` opens the regions ``with _fp32(...)`` guards.
+                added.append((b.begin, b.end, b.line))
+    return sorted(kept + added) if added else kept
+
+
 def select(source: str) -> Selection | None:
     """The segments worth parsing, or None when nothing in the file can hold RoPE code."""
     text = source.encode("utf-8", "surrogatepass")
@@ -364,6 +412,7 @@ def select(source: str) -> Selection | None:
                     strong.add(name)
                     changed = True
     kept_functions = [f"{name}(" for name in strong]
+    kept_classes = [b.name for b in blocks if b.name and b.interesting and b.head.startswith("class ")]
     kept: list[tuple[int, int, int]] = []  # (begin offset, end offset, first line)
     all_kept = True
     for block in blocks:
@@ -372,16 +421,21 @@ def select(source: str) -> Selection | None:
             continue
         interesting = block.interesting or (block.name is not None and block.name in strong)
         is_class = block.head.startswith("class ")
+        calls = kept_functions
         if is_class and not interesting and kept_functions:
             segment = block.text(text)
             interesting = any(call in segment for call in kept_functions)
+        if is_class and not interesting:
+            holder = _token_ids_handed(block.text(text), kept_classes)
+            if holder:
+                interesting, calls = True, [*kept_functions, *holder]
         if not interesting:
             all_kept = False
             continue
         if is_class and not (block.interesting and block.name and _ROTARY_NAME.search(block.name)
                              and block.lines < CLASS_PRUNE_MIN_LINES):
             lines = _split_lines(block.text(text))
-            parts = _class_parts(lines, kept_functions)
+            parts = _class_parts(lines, calls)
             if parts != [(0, len(lines))]:
                 all_kept = False
             # Line ranges back to offsets: the class's lines are consecutive in the text.
@@ -396,6 +450,7 @@ def select(source: str) -> Selection | None:
     if all_kept:
         return whole(source)
     kept = _with_small_helpers(text, blocks, kept)
+    kept = _with_keyword_constants(text, blocks, kept)
     parts_text: list[str] = []
     chunks: list[Chunk] = []
     synthetic = 1

@@ -110,3 +110,31 @@ def test_warm_run_reads_no_unchanged_file_and_notices_edits(tmp_path: Path, monk
     assert reads == [files[0]]
     first = next(r for r in again if r.path.endswith(files[0].name) and "pkg0" in r.path)
     assert {d.code for d in first.diagnostics} == {"RPL002"}
+
+
+def test_cache_written_by_other_ropelint_code_is_not_read(tmp_path: Path, monkeypatch):
+    # An editable install keeps its version number while its analysis changes: results the older code
+    # produced must not answer for the newer one.
+    import ropelint.cache as cache_module
+
+    files = _tree(tmp_path, 1)
+    settings = load_settings(tmp_path)
+    cache_dir = tmp_path / "cache"
+    monkeypatch.setattr(cache_module, "_code_stamp", lambda: "aaaaaaaaaaaa")
+    check_paths(files, settings, jobs=1, cache=Cache(cache_dir, settings.fingerprint()))
+    assert len(Cache(cache_dir, settings.fingerprint()).entries) == 1
+    monkeypatch.setattr(cache_module, "_code_stamp", lambda: "bbbbbbbbbbbb")
+    assert Cache(cache_dir, settings.fingerprint()).entries == {}
+
+
+def test_code_stamp_follows_the_package_sources(tmp_path: Path, monkeypatch):
+    import ropelint.cache as cache_module
+
+    package = tmp_path / "ropelint"
+    package.mkdir()
+    module = package / "cache.py"
+    module.write_text("x = 1\n")
+    monkeypatch.setattr(cache_module, "__file__", str(module))
+    before = cache_module._code_stamp()
+    (package / "rules.py").write_text("y = 2\n")
+    assert cache_module._code_stamp() != before

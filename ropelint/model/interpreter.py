@@ -59,13 +59,17 @@ POSITION_PARAMS = re.compile(
 )
 # Buffer and parameter names such as ``freq_basis``, ``freqs_base_t``: frequencies (not ``freqs_cis``).
 FREQ_NAMES = re.compile(r"^_?freqs?_(?!cis)[a-z0-9]+$")
-INT_BY_NAME = re.compile(r"^(\w+_)?ids$")
+# Index tensors, integer by convention; ``idx``/``tokens``: token indices handed around before the embedding
+# lookup (nanoGPT's ``forward(self, idx)``).
+INT_BY_NAME = re.compile(r"^((\w+_)?(ids|index|indices)|idx|tokens|input_idx|token_idx)$")
+# Locals that only ever hold positions, whatever built them.
+_POSITION_LOCALS = re.compile(r"^(pos|positions|position_ids|pos_ids)$")
 INT_POSITION_PARAMS = re.compile(r"^(position_ids|pos_ids|cache_position|input_pos)$")
 ACTIVATION_PARAMS = re.compile(
-    r"^(x|hidden_states?|hidden|q|k|v|query|key|value|xq|xk|query_states|key_states|inputs?|tensor|qk|t_x)$"
+    r"^(x|hidden_states?|hidden|q|k|v|query|key|value|xq|xk|query_states|key_states|inputs?|tensor|qk|t_x|like)$"
 )
 SCALAR_PARAMS = re.compile(
-    r"(seq_len|seqlen|max_seq|max_position|^end$|^dim$|head_dim|^base$|theta|^n_elem$|length|factor|scale)"
+    r"(seq_len|seqlen|max_seq|max_position|^end$|(^|_)dim$|head_dim|^base$|theta|^n_elem$|length|factor|scale)"
 )
 # Plural lengths are tensors (``cu_seqlens``, ``lengths``), not the scalar a ``seq_len`` is.
 TENSOR_PARAMS = re.compile(r"^cu_|(?:seqlens|lengths|lens)$")
@@ -105,6 +109,8 @@ class ClassInfo:
     apply_text: str | None = None
     # attribute name -> symbols of the methods that assign or register it
     writes: dict[str, set[str]] = field(default_factory=dict)
+    # ``self.rope = RotaryEmbedding(...)``: attribute name -> the called name (its last dotted part)
+    submodules: dict[str, str] = field(default_factory=dict)
 
     def set_only_in_init(self, attr: str) -> bool:
         """Only ``__init__`` writes ``self.<attr>``: forward reads what construction left there."""
@@ -146,6 +152,8 @@ class Summary:
     dtype_casts: tuple[tuple[str, Cast], ...] = ()
     # Casts of a table to a tensor parameter's dtype (``a.cos().type_as(p)``): a caller passing integers truncates.
     tensor_casts: tuple[tuple[str, Cast], ...] = ()
+    # Casts of one parameter to another's dtype (``def _like(t, ref): return t.to(ref)``): (cast, target) names.
+    param_casts: tuple[tuple[str, str, Cast], ...] = ()
 
 
 @dataclass
@@ -163,6 +171,7 @@ class Frame:
     int_casts: list[tuple[str, Cast]] = field(default_factory=list)
     dtype_casts: list[tuple[str, Cast]] = field(default_factory=list)
     tensor_casts: list[tuple[str, Cast]] = field(default_factory=list)
+    param_casts: list[tuple[str, str, Cast]] = field(default_factory=list)
 
 
 @dataclass
@@ -312,6 +321,8 @@ class Interpreter:
         self._metadata_read = False
         self._calls_by_name: dict[str, list[ast.Call]] | None = None
         self._specialized: dict[int, Summary] = {}  # call node -> its callee analysed with its arguments
+        # Module-level ``NAME = {"dtype": torch.float32, ...}``: keyword arguments that ``**NAME`` passes.
+        self._dict_constants: dict[str, dict[str, ast.expr]] = {}
         # Expression kinds the analysis looks into; any other evaluates to UNKNOWN.
         self._handlers = {
             ast.Name: self._eval_name, ast.Constant: self._eval_constant, ast.Attribute: self._attribute,
@@ -326,16 +337,32 @@ class Interpreter:
     def run(self) -> FileModel:
         top = list(self._top_level(self.module.body))
         for stmt in top:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                    and isinstance(stmt.value, ast.Dict) \
+                    and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in stmt.value.keys):
+                self._dict_constants[stmt.targets[0].id] = {
+                    k.value: v for k, v in zip(stmt.value.keys, stmt.value.values)}  # type: ignore[union-attr]
             if isinstance(stmt, FUNCTION_NODES):
                 self.model.functions[stmt.name] = stmt
             elif isinstance(stmt, ast.ClassDef):
                 self._register_class(stmt)
         for name, fn in self.model.functions.items():
             self.wrappers.update(self._wrapper_kind(name, fn))
+        for stmt in top:
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                    and isinstance(stmt.value, ast.Call) and stmt.value.args \
+                    and (qualname(stmt.value.func, self.imports) or "") == "functools.partial" \
+                    and qualname(stmt.value.args[0], self.imports) in AUTOCAST:
+                # ``_fp32_region = functools.partial(torch.autocast, enabled=False)``: the partial call is the region.
+                bound = ast.Call(stmt.value.args[0], stmt.value.args[1:], stmt.value.keywords)
+                scope = Scope(stmt.targets[0].id, None, (), None, stmt)
+                if self._guard_for(bound, stmt, scope) is not None:
+                    self.wrappers[stmt.targets[0].id] = "disabled"
         for name in self.model.functions:
             self._function_summary(name)
+        done: set[str] = set()
         for info in list(self.model.classes.values()):
-            self._analyse_class(info)
+            self._analyse_with_parts(info, done)
         for stmt in top:
             if not isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
                 frame = Frame({}, {}, Scope("<module>", None, (), None, stmt), None, [])
@@ -363,6 +390,7 @@ class Interpreter:
         for stmt in node.body:
             if isinstance(stmt, FUNCTION_NODES):
                 info.methods[stmt.name] = stmt
+                info.submodules.update(_submodules(stmt))
         self.model.classes[info.name] = info
 
     def _mro(self, info: ClassInfo) -> list[ClassInfo]:
@@ -382,6 +410,17 @@ class Interpreter:
                 if "{}" in key and re.fullmatch(re.escape(key).replace(r"\{\}", ".*"), name):
                     return entry
         return None
+
+    def _analyse_with_parts(self, info: ClassInfo, done: set[str]) -> None:
+        """Classes a class holds as submodules first: a call ``self.rope(x)`` reads ``RoPE.forward``'s
+        summary, which must see what ``RoPE.__init__`` registered."""
+        if info.name in done:
+            return
+        done.add(info.name)
+        for held in info.submodules.values():
+            if held in self.model.classes:
+                self._analyse_with_parts(self.model.classes[held], done)
+        self._analyse_class(info)
 
     def _analyse_class(self, info: ClassInfo) -> None:
         for base in self._mro(info)[1:]:
@@ -450,6 +489,8 @@ class Interpreter:
             return Val(frozenset({Role.ACTIVATION}), Dt.RUNTIME, param=name)
         if name == "dtype" or name.endswith("_dtype"):
             return dtype_val(Dt.RUNTIME).evolve(param=name)
+        if INT_BY_NAME.match(name):
+            return Val(frozenset(), Dt.INT, param=name)  # ``residue_index``, ``patch_ids``: index tensors
         if name == "device" or name.endswith("_device"):
             return Val(frozenset({Role.DEVICE}), param=name)
         if SCALAR_PARAMS.search(name) and not TENSOR_PARAMS.search(name):
@@ -517,7 +558,7 @@ class Interpreter:
         inert = (len(self.model.products), len(self.model.trigs)) == before
         return Summary(ret, items, frozenset(frame.trig_params), frozenset(frame.position_params), tuple(params),
                        frozenset(frame.freq_params), inert, tuple(frame.int_casts), tuple(frame.dtype_casts),
-                       tuple(frame.tensor_casts))
+                       tuple(frame.tensor_casts), tuple(frame.param_casts))
 
     # ------------------------------------------------------------- statements
     def _block(self, body: list[ast.stmt], frame: Frame) -> None:
@@ -633,14 +674,15 @@ class Interpreter:
               frame: Frame, source: ast.stmt | None = None) -> None:
         if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
                 and val.roles & {Role.TABLE, Role.PHASE}:
-            container = frame.env.get(target.value.id)
-            if container is not None and container.dtype is Dt.INT and isinstance(container.site, ast.Call) \
-                    and getattr(container.site.func, "attr", "").startswith("new_"):
-                # ``sin[:] = torch.sin(pos * div)`` into ``sin = pos.new_zeros(...)``: the write casts to int64.
-                self.model.casts.append(Cast(container.site, "container", val, dtype_val(Dt.INT), None, frame.scope))
+            self._write_into(target.value.id, val, frame)
             return
         if isinstance(target, ast.Name):
-            frame.env[target.id] = val if val is not UNKNOWN else self._named(target.id)
+            if val is UNKNOWN:
+                val = self._named(target.id)
+            elif not val.roles and _POSITION_LOCALS.match(target.id):
+                # ``pos = positions_from_chains(...).float()``: a helper the analysis does not follow made them.
+                val = val.evolve(roles=frozenset({Role.POSITIONS}))
+            frame.env[target.id] = val
             if items is not None:
                 frame.items[target.id] = items
             else:
@@ -675,6 +717,19 @@ class Interpreter:
                 if existing is not None and existing.value is not UNKNOWN and val is not UNKNOWN:
                     val = join(existing.value, val)
                 frame.cls.state[name] = StateEntry(ref, val)
+
+    def _write_into(self, name: str, val: Val, frame: Frame) -> None:
+        """Tables or a phase written into part of the tensor ``name`` (``sin[:] = ...``, ``cos[:, :h].copy_(...)``)."""
+        container = frame.env.get(name)
+        if container is None:
+            return
+        if container.dtype is Dt.INT and isinstance(container.site, ast.Call) \
+                and getattr(container.site.func, "attr", "").startswith("new_"):
+            # ``sin[:] = torch.sin(pos * div)`` into ``sin = pos.new_zeros(...)``: the write casts to int64.
+            self.model.casts.append(Cast(container.site, "container", val, dtype_val(Dt.INT), None, frame.scope))
+        elif not container.roles & {Role.TABLE, Role.PHASE, Role.COMPLEX, Role.POSITIONS}:
+            # ``freqs = torch.empty(n, d); freqs[:, :h] = t[:, None] * inv_freq``: the tensor now holds the phase.
+            frame.env[name] = container.evolve(roles=val.roles & {Role.TABLE, Role.PHASE})
 
     def _holder_kind(self, source: ast.stmt | None, inner: Val, fn: ast.AST | None) -> Holder | None:
         """``nn.Buffer(v, persistent=...)`` / ``nn.Parameter(v)`` on the right-hand side."""
@@ -925,6 +980,10 @@ class Interpreter:
             return self._named(attr)
         entry = self._find_state(frame.cls, attr)
         if entry is None:
+            found = self._find_method(frame.cls, attr)
+            if found is not None and any(dotted(d) == ["property"] for d in found[1].decorator_list):
+                # ``@property def inv_freq(self): return self.omega``: what the property returns.
+                return self._method_summary(frame.cls, attr).returns
             if SCALAR_PARAMS.search(attr) or attr in ("dim", "base"):
                 return Val(frozenset({Role.SCALAR}))
             return self._named(attr)
@@ -932,7 +991,13 @@ class Interpreter:
         read = StateRead(ref, node, kept=self._kept(frame.cls, ref.name))
         stored = entry.value
         roles = stored.roles or self._named(attr).roles
+        if read.follows_module_casts and stored.dtype is Dt.INT and stored.site is not None:
+            # ``register_buffer("slots", torch.arange(n, dtype=torch.long))``: module casts convert floating
+            # tensors only, so an integer buffer stays integer.
+            return stored.evolve(roles=roles - {Role.SCALAR}, read=read, alt_reads=())
         if read.follows_module_casts:
+            # A buffer is a tensor even when built from numbers (``torch.tensor(config.long_factor)``).
+            roles -= {Role.SCALAR}
             if not self._metadata_read:
                 self.model.state_reads.append(read)
             return Val(roles, Dt.RUNTIME, site=node, read=read, scaled=stored.scaled, vector=stored.vector)
@@ -966,14 +1031,25 @@ class Interpreter:
         if isinstance(func, ast.Name) and func.id in self.model.functions and func.id not in frame.env:
             return self._function_summary(func.id)
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
-                and frame.cls is not None and self._find_method(frame.cls, func.attr):
-            return self._method_summary(frame.cls, func.attr)
+                and frame.cls is not None:
+            if self._find_method(frame.cls, func.attr):
+                return self._method_summary(frame.cls, func.attr)
+            held = next((c.submodules[func.attr] for c in self._mro(frame.cls) if func.attr in c.submodules), None)
+            if held is not None and held in self.model.classes and held != frame.cls.name \
+                    and self._find_method(self.model.classes[held], "forward"):
+                # ``self.rope(x)`` where ``__init__`` built ``self.rope = RoPE(...)`` from a class of this file.
+                return self._method_summary(self.model.classes[held], "forward")
         return None
 
     def _call(self, node: ast.Call, frame: Frame) -> Val:
         func = node.func
         pos = [a for a in node.args if not isinstance(a, ast.Starred)]
         kw = {k.arg: k.value for k in node.keywords if k.arg is not None}
+        for k in node.keywords:
+            if k.arg is None and isinstance(k.value, ast.Name) and k.value.id in self._dict_constants \
+                    and k.value.id not in frame.env:
+                # ``torch.arange(n, **_FP32)`` with ``_FP32 = {"dtype": torch.float32}`` at module level.
+                kw = {**self._dict_constants[k.value.id], **kw}
 
         summary = self._callee_summary(node, frame)
         if summary is not None:
@@ -1019,6 +1095,8 @@ class Interpreter:
             method = func.attr
             if isinstance(receiver_node, ast.Name) and receiver_node.id == "self" and method == "register_buffer":
                 return self._register_buffer(node, pos, kw, frame)
+            if isinstance(receiver_node, ast.Name) and receiver_node.id == "self" and method == "register_parameter":
+                return self._register_parameter(node, pos, kw, frame)
             receiver = self._eval(receiver_node, frame)
             return self._method(node, method, receiver, pos, kw, frame)
         for a in pos:
@@ -1033,7 +1111,8 @@ class Interpreter:
 
     def _check_helper_trig(self, node: ast.Call, summary: Summary, bound: dict[str, Val], frame: Frame) -> None:
         if not summary.trig_params and not summary.position_params and not summary.int_casts \
-                and not summary.dtype_casts and not summary.tensor_casts and not summary.freq_params:
+                and not summary.dtype_casts and not summary.tensor_casts and not summary.freq_params \
+                and not summary.param_casts:
             return
         if summary.dtype_casts:
             nodes = dict(zip(summary.params, node.args))
@@ -1054,8 +1133,25 @@ class Interpreter:
             if val is not None and val.roles & {Role.TABLE, Role.PHASE}:
                 # ``_gather(self._cos_cached, position_ids)``: the helper's cast truncates this table.
                 self.model.casts.append(dataclasses.replace(cast, receiver=val))
+        for name, target_name, cast in summary.param_casts:
+            val, target = bound.get(name), bound.get(target_name)
+            arg = self._argument_node(node, summary, target_name)
+            if val is not None and target is not None and arg is not None and val.roles & {Role.TABLE, Role.PHASE} \
+                    and self._integer_tensor(arg, target, frame):
+                # ``_like(emb.cos(), position_ids)`` into ``def _like(t, ref): return t.to(ref)``.
+                fn = self._callee_node(node, frame)
+                movable = fn is not None and _only_to_target(fn, target_name)
+                self.model.casts.append(Cast(node, "argument-device" if movable else "argument", val,
+                                             dtype_val(Dt.INT).evolve(param=target_name), arg, frame.scope))
         for name, cast in summary.tensor_casts:
             val = bound.get(name)
+            if isinstance(cast.target_expr, ast.Attribute):
+                arg = self._argument_node(node, summary, name)
+                if val is not None and arg is not None and self._integer_tensor(arg, val, frame):
+                    # ``self.rope(idx)`` into ``def forward(self, x): ... cos.to(x.dtype)``: reported at the call.
+                    self.model.casts.append(Cast(node, "argument", cast.receiver,
+                                                 dtype_val(Dt.INT).evolve(param=name), arg, frame.scope))
+                continue
             if val is not None and val.dtype is Dt.INT and not val.has(Role.DTYPE):
                 # ``_cs(grid, f)`` with an integer grid, where ``_cs`` ends in ``.type_as(p)``.
                 self.model.casts.append(dataclasses.replace(cast, target=dtype_val(Dt.INT).evolve(param=name)))
@@ -1077,6 +1173,46 @@ class Interpreter:
                 if val.has(Role.PHASE):
                     self.model.helper_trigs.append(TrigInHelper(node, val, callee, frame.scope))
 
+    def _callee_node(self, node: ast.Call, frame: Frame) -> FunctionNode | None:
+        func = node.func
+        if isinstance(func, ast.Name):
+            return self.model.functions.get(func.id)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
+                and frame.cls is not None:
+            found = self._find_method(frame.cls, func.attr)
+            return found[1] if found else None
+        return None
+
+    @staticmethod
+    def _argument_node(node: ast.Call, summary: Summary, name: str) -> ast.expr | None:
+        for param, arg in zip(summary.params, node.args):
+            if param == name and not isinstance(arg, ast.Starred):
+                return arg
+        return next((k.value for k in node.keywords if k.arg == name), None)
+
+    def _integer_tensor(self, arg: ast.expr, val: Val, frame: Frame) -> bool:
+        """Integer by what the analysis knows, by an index-like name (``idx``, ``input_ids``), or because
+        the same function looks it up in an embedding table (``self.tok(idx)``)."""
+        if val.has(Role.DTYPE):
+            return False
+        if val.dtype is Dt.INT:
+            return True
+        if val.dtype is not Dt.UNKNOWN or not isinstance(arg, ast.Name):
+            return False
+        if INT_BY_NAME.match(arg.id):
+            return True
+        owner = frame.scope.node
+        if owner is None or frame.cls is None or val.param != arg.id:
+            return False  # ``src = self.embedding(src)`` first: the name no longer holds the ids
+        embeddings = {attr for c in self._mro(frame.cls) for attr, made in c.submodules.items() if made == "Embedding"}
+        for call in ast.walk(owner):
+            if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name) \
+                    and call.args[0].id == arg.id and isinstance(call.func, ast.Attribute) \
+                    and isinstance(call.func.value, ast.Name) and call.func.value.id == "self" \
+                    and call.func.attr in embeddings:
+                return True
+        return False
+
     def _register_buffer(self, node: ast.Call, pos: list, kw: dict, frame: Frame) -> Val:
         name_node = pos[0] if pos else kw.get("name")
         value_node = pos[1] if len(pos) > 1 else kw.get("tensor")
@@ -1095,6 +1231,25 @@ class Interpreter:
         ref = StateRef(name, StateKind.BUFFER, node, persistent)
         frame.cls.state[name] = StateEntry(ref, value)
         self._registered(node, ref, value, frame)
+        return UNKNOWN
+
+    def _register_parameter(self, node: ast.Call, pos: list, kw: dict, frame: Frame) -> Val:
+        """``self.register_parameter("freqs", nn.Parameter(t, requires_grad=False))``."""
+        name_node = pos[0] if pos else kw.get("name")
+        param_node = pos[1] if len(pos) > 1 else kw.get("param")
+        value = self._eval(param_node, frame) if param_node is not None else UNKNOWN
+        name = string_value(name_node) if name_node is not None else None
+        holder = self._holder_call(param_node, value, frame.scope.node) if isinstance(param_node, ast.Call) else None
+        if name is None or frame.cls is None or holder is None:
+            return UNKNOWN
+        kind, persistent, inner, frozen, by_default = holder
+        frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
+        named = frozenset({Role.INV_FREQ}) if FREQ_NAMES.match(name.lower()) else self._named(name).roles
+        if not inner.roles:
+            inner = inner.evolve(roles=named)
+        ref = StateRef(name, kind, node, persistent, frozen, by_default)
+        frame.cls.state[name] = StateEntry(ref, inner)
+        self._registered(node, ref, inner, frame)
         return UNKNOWN
 
     def _library_call(self, node: ast.Call, qn: str, pos: list, kw: dict, frame: Frame) -> Val:
@@ -1158,6 +1313,9 @@ class Interpreter:
             for v in operands:
                 out = v if out is UNKNOWN else self._arith(out, v, ast.Mult(), node, frame)
             return out
+        if tail == "linear" and qn.endswith("functional.linear") and len(vals) == 2 and "bias" not in kw:
+            # ``F.linear(pos.unsqueeze(-1), inv_freq.unsqueeze(-1))``: ``pos @ inv_freq.T``, on autocast's list too.
+            return self._product_or_arith(node, "linear", vals[0], vals[1], frame, pos[:2]) or UNKNOWN
         if tail in MATMUL_FUNCS and not numpy:
             operands = vals[-2:] if tail in ("addmm", "baddbmm", "addbmm") else vals[:2]
             opnodes = pos[-2:] if tail in ("addmm", "baddbmm", "addbmm") else pos[:2]
@@ -1254,7 +1412,8 @@ class Interpreter:
         kvals = {k: self._eval(v, frame) for k, v in kw.items()}
         receiver_node = receiver_node or node.func.value  # type: ignore[attr-defined]
         if method in ("new_zeros", "new_ones", "new_empty", "new_full") and "dtype" not in kvals \
-                and receiver.dtype is Dt.INT:
+                and (receiver.dtype is Dt.INT or (receiver.dtype is Dt.UNKNOWN and receiver.has(Role.POSITIONS)
+                                                  and _POSITION_LOCALS.match(receiver.param or ""))):
             # ``pos.new_zeros(n, d)``: a buffer in the integer dtype of ``pos``; tables written into it truncate.
             return Val(frozenset(), Dt.INT, site=node)
         if method == "new_tensor" and pos and isinstance(pos[0], ast.Call) and isinstance(pos[0].func, ast.Name) \
@@ -1264,6 +1423,20 @@ class Interpreter:
             dt = given.dtype if given is not None and given.has(Role.DTYPE) else (
                 Dt.RUNTIME if receiver.dtype in (Dt.UNKNOWN, Dt.RUNTIME) else receiver.dtype)
             return Val(frozenset({Role.POSITIONS}), dt, site=node if dt.can_be_16bit else None, vector=True)
+        if method == "copy_" and vals and vals[0].roles & {Role.TABLE, Role.PHASE} \
+                and isinstance(node.func, ast.Attribute):
+            written = node.func.value.value if isinstance(node.func.value, ast.Subscript) else node.func.value
+            if isinstance(written, ast.Name):
+                self._write_into(written.id, vals[0], frame)
+            return receiver
+        if method == "new_tensor" and vals and vals[0].has(Role.INV_FREQ) and not vals[0].has(Role.PHASE):
+            # ``position_ids.new_tensor(self.inv_freq)``: frequencies copied in ``position_ids``' dtype.
+            given = kvals.get("dtype")
+            dt = given.dtype if given is not None and given.has(Role.DTYPE) else receiver.dtype
+            if dt is Dt.INT:
+                self.model.casts.append(Cast(node, "new_tensor", vals[0], dtype_val(Dt.INT).evolve(
+                    param=receiver.param), receiver_node, frame.scope))
+            return vals[0].evolve(dtype=dt, site=node if dt is not Dt.FULL else None, read=None, alt_reads=())
         if method in ("float", "double"):
             if receiver.dtype.can_be_16bit and receiver.site is not None and receiver.read is None \
                     and (receiver.has(Role.POSITIONS) or receiver.has(Role.ARANGE)) \
@@ -1290,7 +1463,7 @@ class Interpreter:
                     if v.has(Role.DTYPE):
                         target, target_node = v, n
             if method == "to" and target is None and vals and not vals[0].has(Role.DEVICE) \
-                    and (vals[0].has(Role.ACTIVATION) or (vals[0].roles and vals[0].dtype is not Dt.UNKNOWN
+                    and (vals[0].has(Role.ACTIVATION) or ((vals[0].roles or vals[0].param) and vals[0].dtype is not Dt.UNKNOWN
                                                           and not vals[0].has(Role.SCALAR))):
                 # ``.to(other_tensor)`` takes that tensor's dtype.
                 target, target_node = dtype_val(vals[0].dtype, read=vals[0].read), pos[0]
@@ -1301,6 +1474,11 @@ class Interpreter:
             elif method == "to" and target is None and vals and vals[0].has(Role.POSITIONS) \
                     and vals[0].dtype is Dt.UNKNOWN and vals[0].param is not None and isinstance(pos[0], ast.Name):
                 # ``freqs.cos().to(positions)``: the dtype of a positions parameter (RPL001 decides what that means).
+                target, target_node = dtype_val(Dt.RUNTIME).evolve(param=vals[0].param), pos[0]
+            elif method == "to" and target is None and vals and not vals[0].roles and vals[0].param is not None \
+                    and _bare_param(receiver) and isinstance(pos[0], ast.Name) \
+                    and pos[0].id in frame.scope.params:
+                # ``def _like(t, ref): return t.to(ref)``: what it means depends on what callers pass.
                 target, target_node = dtype_val(Dt.RUNTIME).evolve(param=vals[0].param), pos[0]
             if target is None or not target.has(Role.DTYPE):
                 return receiver
@@ -1351,9 +1529,11 @@ class Interpreter:
             return receiver.evolve(last_is_one=False, second_last_is_one=False, vector=False, literal=None)
         if method in ("max", "min", "amax", "amin") and not pos:
             return Val(frozenset(), receiver.dtype)  # a reduction keeps the dtype; what it means is gone
-        if method in ("numel", "dim") or (method == "item" and receiver.dtype is Dt.INT):
+        if method in ("numel", "dim", "size") or (method == "item" and receiver.dtype is Dt.INT):
             return Val(frozenset({Role.SCALAR}), literal=0)
-        if method in ("item", "tolist", "size"):
+        if method == "item" and receiver.dtype in (Dt.FULL, Dt.LOW, Dt.RUNTIME):
+            return Val(frozenset({Role.SCALAR}), literal=0.0)  # a Python float: added to an int arange, a float
+        if method in ("item", "tolist"):
             return Val(frozenset({Role.SCALAR}))
         return UNKNOWN
 
@@ -1456,11 +1636,20 @@ class Interpreter:
             self.model.casts.append(cast)
             if receiver.param is not None and target.dtype is Dt.INT and not receiver.roles:
                 frame.int_casts.append((receiver.param, cast))
+            if _bare_param(receiver) and target.param is not None \
+                    and target.param != receiver.param and target.param in frame.scope.params:
+                frame.param_casts.append((receiver.param, target.param, cast))
             if receiver.roles & {Role.TABLE, Role.PHASE} and target.dtype is not Dt.INT \
                     and method in ("type_as", "to") and isinstance(target_node, ast.Name) \
                     and target_node.id in frame.scope.params and target.param == target_node.id:
                 # ``a.cos().type_as(p)``: the tables take the dtype of whatever tensor the caller passes as ``p``.
                 frame.tensor_casts.append((target_node.id, cast))
+            elif receiver.roles & {Role.TABLE, Role.PHASE} and target.dtype is not Dt.INT \
+                    and isinstance(target_node, ast.Attribute) and target_node.attr == "dtype" \
+                    and isinstance(target_node.value, ast.Name) and target_node.value.id in frame.scope.params \
+                    and target.param == target_node.value.id:
+                # ``emb.cos().to(x.dtype)``: right for activations, wrong for a caller that passes token ids as ``x``.
+                frame.tensor_casts.append((target_node.value.id, cast))
             if receiver.roles & {Role.TABLE, Role.PHASE} and target.dtype is not Dt.INT:
                 found = dtype_fallback(frame.scope, target_node)
                 if found is not None:
@@ -1543,7 +1732,10 @@ class Interpreter:
             roles = frozenset({Role.TABLE})
         dtype, site = _promote(left, right)
         true_div = isinstance(op, ast.Div)
-        float_scalar = any(isinstance(v.literal, float) or (v.has(Role.SCALAR) and v.literal is None)
+        # An unknown number added to integer positions is an offset (``+ past_seen_tokens``, ``+ start_pos``):
+        # an int in practice. Scaling by one is usually a float factor (``* self.scale``).
+        shifted = isinstance(op, (ast.Add, ast.Sub))
+        float_scalar = any(isinstance(v.literal, float) or (v.has(Role.SCALAR) and v.literal is None and not shifted)
                            for v in (left, right) if v.has(Role.SCALAR))
         if dtype is Dt.INT and (true_div or float_scalar or isinstance(op, ast.Pow)):
             # An integer tensor divided, or scaled by a Python float, takes the default dtype.
@@ -1657,6 +1849,33 @@ def _trig_operands(fn: ast.AST) -> frozenset[str]:
                     if isinstance(name, ast.Name) and not _made_from(node.value, name.id):
                         rebound.add(name.id)
     return frozenset(found - rebound)
+
+
+def _bare_param(val: Val) -> bool:
+    """A parameter the function knows nothing about but its name (``t``, ``x``): what callers pass decides."""
+    return val.param is not None and val.dtype is Dt.UNKNOWN and val.roles <= {Role.POSITIONS}
+
+
+def _only_to_target(fn: FunctionNode, param: str) -> bool:
+    """``param`` appears in ``fn`` only as the argument of ``.to(param)``: a device there does the same move."""
+    uses = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == param]
+    targets = [c.args[0] for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+               and c.func.attr == "to" and len(c.args) == 1 and not c.keywords
+               and isinstance(c.args[0], ast.Name) and c.args[0].id == param]
+    return bool(uses) and len(uses) == len(targets)
+
+
+def _submodules(fn: FunctionNode) -> dict[str, str]:
+    """``self.rope = RoPE(dim)`` in ``fn``: {"rope": "RoPE"}."""
+    out = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            called = dotted(node.value.func)
+            for target in node.targets:
+                if called and isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self":
+                    out[target.attr] = called[-1]
+    return out
 
 
 def _made_from(value: ast.AST, name: str) -> bool:

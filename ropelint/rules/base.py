@@ -7,6 +7,7 @@ only reads the model and calls ``ctx.report``.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
@@ -16,6 +17,11 @@ from ..imports import ImportTable
 from ..model.events import Scope
 from ..model.interpreter import FileModel
 from ..spans import Spans
+
+
+# Parameter names that only ever mean positions (``t``, ``seq`` or ``offsets`` also name activations and
+# lengths): integer ids in most callers when nothing else is known.
+POSITION_NAMES = re.compile(r"^(positions?|pos|pos_ids|seq_pos|pos_idx|position_index)$")
 
 
 @dataclass

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 
 from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, InsertBeforeStatement, Replace
+from ..model.events import Product
 from ..model.interpreter import in_file_mro, is_cast_call
 from ..model.values import Role, StateKind, StateRef
 from ..vendor import IMPORT_MODULE
@@ -218,9 +219,14 @@ def _names(ctx: RuleContext, info, ref: StateRef) -> list[str]:  # type: ignore[
     """The state and the other rotary state the class registers (``original_inv_freq``, cached
     cos/sin tables): one override keeps them all, or a cast-and-back still rounds the tables."""
     # In registration order, whichever finding asks: the same override for every finding of the class.
+    # State that feeds a phase counts whatever its own role (LongRoPE's ``short_factor``/``long_factor``).
+    feeding = {read.ref.name for used in (*ctx.model.products, *ctx.model.helper_freqs)
+               for read in (used.freq.reads if isinstance(used, Product) else used.arg.reads)}
     return list(dict.fromkeys(reg.ref.name for reg in ctx.model.registrations
                               if reg.scope.symbol.split(".")[0] == info.name
-                              and (reg.ref is ref or reg.ref.follows_module_casts and reg.value.roles & ROTARY)))
+                              and (reg.ref is ref or reg.ref.follows_module_casts
+                                   and (reg.value.roles & ROTARY or (reg.ref.name in feeding
+                                                                     and not _learnable(ctx, info, reg.ref.name))))))
 
 
 def _quoted(names: list[str]) -> str:

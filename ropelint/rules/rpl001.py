@@ -1,13 +1,12 @@
 from __future__ import annotations
 
 import ast
-import re
 
 from ..diagnostics import DeleteLines, FixPlan, Replace
 from ..model.interpreter import dtype_fallback
 from ..model.names import qualname
 from ..model.values import Dt, Role
-from .base import Rule, RuleContext, atom_code, cast_receiver
+from .base import POSITION_NAMES, Rule, RuleContext, atom_code, cast_receiver
 
 
 class IntegerTableCast(Rule):
@@ -41,6 +40,11 @@ class IntegerTableCast(Rule):
                 callee = ctx.code(cast.node.func).removeprefix("self.")
                 message = (f"`{callee}` casts its {what.removesuffix(' cast to')} to the dtype passed here, "
                            f"`{ctx.code(cast.target_expr)}`, an integer dtype")
+            elif cast.method.startswith("argument"):
+                callee = ctx.code(cast.node.func).removeprefix("self.")
+                message = (f"`{callee}` casts {'its' if cast.method == 'argument' else 'the'} "
+                           f"{what.removesuffix(' cast to')} to the dtype of its `{cast.target.param}` argument, "
+                           f"and `{ctx.code(cast.target_expr)}` passed here is an integer tensor (token or position ids)")
             if cast.method == "container":
                 owner = cast.node.func.value if isinstance(cast.node.func, ast.Attribute) else cast.node
                 message = (f"{what.removesuffix(' cast to')} written into a tensor that `{ctx.code(cast.node)}` "
@@ -52,7 +56,14 @@ class IntegerTableCast(Rule):
                         "over 4096 positions)")
             ctx.report(self.code, cast.node, message, cast.scope, self._fix(ctx, cast))
 
-    def _fix(self, ctx: RuleContext, cast) -> FixPlan:  # type: ignore[no-untyped-def]
+    def _fix(self, ctx: RuleContext, cast) -> FixPlan | None:  # type: ignore[no-untyped-def]
+        if cast.method == "argument":
+            # The right argument (the activations) is often computed after this call: no edit is certain.
+            return None
+        if cast.method == "argument-device":  # ``_like(t, position_ids)`` ends in ``t.to(ref)``: move only
+            code = ctx.code(cast.target_expr)
+            return FixPlan("safe", f"pass `{code}.device` (the table stays float and still moves)",
+                           (Replace(cast.target_expr, f"{code}.device"),))
         if cast.method == "container":  # ``sin = pos.new_zeros(...)``: make the container float32
             torch, imports = ctx.torch_name()
             call = ctx.code(cast.node)
@@ -96,6 +107,11 @@ class IntegerTableCast(Rule):
         if tensor is not None:  # ``.type_as(position_ids)`` without an activation: the device move stays
             return FixPlan("safe", f"keep the table in float32 and only move it to `{ctx.code(tensor)}.device`",
                            (Replace(cast.node, f"{ctx.code(receiver)}.to({ctx.code(tensor)}.device)"),))
+        kept_args = _other_arguments(ctx, cast)
+        if kept_args:
+            # ``cache.to(positions.device, dtype=positions.dtype)``: the device move stays.
+            return FixPlan("safe", "keep only the device move (the table stays float)",
+                           (Replace(cast.node, f"{ctx.code(cast.node.func)}({', '.join(kept_args)})"),))
         owner = ctx.model.statement_of.get(id(cast.node))
         if isinstance(owner, ast.Assign) and owner.value is cast.node and isinstance(receiver, ast.Name) \
                 and [ctx.code(t) for t in owner.targets] == [receiver.id]:
@@ -103,6 +119,16 @@ class IntegerTableCast(Rule):
             return FixPlan("safe", "keep the table in float32 (drop the integer cast)", (DeleteLines(owner),))
         return FixPlan("safe", "keep the table in float32 (drop the integer cast)",
                        (Replace(cast.node, atom_code(ctx, receiver, cast.node)),))
+
+
+def _other_arguments(ctx: RuleContext, cast) -> list[str]:  # type: ignore[no-untyped-def]
+    """The arguments of a ``.to(...)`` cast other than its dtype (a device, ``non_blocking=``), as code."""
+    node = cast.node
+    if cast.method != "to" or not isinstance(node, ast.Call) or cast.target_expr is None:
+        return []
+    args = [ctx.code(a) for a in node.args if a is not cast.target_expr]
+    args += [f"{k.arg}={ctx.code(k.value)}" for k in node.keywords if k.value is not cast.target_expr and k.arg]
+    return args if len(args) < len(node.args) + len(node.keywords) else []
 
 
 def _integer_fallback(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[no-untyped-def]
@@ -132,8 +158,5 @@ def _positions_dtype(cast) -> bool:  # type: ignore[no-untyped-def]
     know: integer ids in most callers, and a table in the positions' dtype is never the attention's."""
     target = cast.target
     return target.has(Role.DTYPE) and target.dtype in (Dt.RUNTIME, Dt.UNKNOWN) and target.param is not None \
-        and _POSITION_NAMES.match(target.param) is not None and target.param in cast.scope.params
+        and POSITION_NAMES.match(target.param) is not None and target.param in cast.scope.params
 
-
-# Names that only ever mean positions (``t``, ``seq`` or ``offsets`` also name activations and lengths).
-_POSITION_NAMES = re.compile(r"^(positions?|pos|pos_ids|seq_pos|pos_idx|position_index)$")

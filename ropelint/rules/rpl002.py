@@ -49,7 +49,9 @@ class InvFreqInModuleState(Rule):
 
     def _report(self, ctx: RuleContext, product: Product, read: StateRead) -> None:
         ref = read.ref
-        message = (f"inverse frequencies `self.{ref.name}` ({ref.describe()} registered at line "
+        held = next((r.value for r in ctx.model.registrations if r.ref is ref), None)
+        noun = "inverse frequencies" if held is None or held.has(Role.INV_FREQ) else "factors of the inverse frequencies"
+        message = (f"{noun} `self.{ref.name}` ({ref.describe()} registered at line "
                    f"{ctx.line_of(ref.node)}) feed the phase at line {ctx.line_of(product.node)}; "
                    f"`module.bfloat16()`/`.half()` round them and `.float()` at use restores nothing")
         fix, why, _ = self._fix(ctx, product, read)
@@ -119,7 +121,7 @@ class InvFreqInModuleState(Rule):
                     return built, "", False
                 return None, "the frequencies are assigned more than once before registration", False
             value, index = assigned
-        device = self._device(product)
+        device = self._device(product, read)
         spec = match_default_or_none(ctx, value) if index is None else None
         if spec is None:
             args_attr = f"_{ref.name.strip('_')}_args"
@@ -210,7 +212,7 @@ class InvFreqInModuleState(Rule):
         args_attr = f"_{read.ref.name.strip('_')}_args"
         arguments = f"*self.{args_attr}, " if builder.args else ""
         call = (f"rope_runtime.inv_freq_from(lambda device: self.{builder.name}({arguments}device=device), "
-                f"device={self._device(product)})")
+                f"device={self._device(product, read)})")
         edits: list = [InsertAfterStatement(init, builder.code), Replace(read.node, call), AddImport(RUNTIME_IMPORT)]
         if builder.args:
             edits.insert(0, InsertAfterStatement(reg.node, f"self.{args_attr} = {tuple_code(builder.args)}  "
@@ -255,7 +257,7 @@ class InvFreqInModuleState(Rule):
                   f"  # ropelint: arguments to rebuild `{ref.name}` in forward")
         lookup = f"self.{attr}[{ctx.code(read.node.args[1])}]"
         code = (f"rope_runtime.inv_freq_from(lambda device, args={lookup}: {rebuilt}, "
-                f"device={self._device(product)})")
+                f"device={self._device(product, read)})")
         return FixPlan("safe", f"rebuild each `{ref.name}` in forward with the call that built it in `__init__` "
                                f"(nothing updates them after `__init__`; the helper rejects a 16-bit result at run "
                                f"time)", (InsertAfterStatement(reg.node, record), Replace(read.node, code),
@@ -279,7 +281,7 @@ class InvFreqInModuleState(Rule):
         spec = lazy_default(ctx, info, name) if info is not None else None
         if spec is None:
             return None
-        call = f"rope_runtime.inv_freq({spec[0]}, {spec[1]}, device={self._device(product)})"
+        call = f"rope_runtime.inv_freq({spec[0]}, {spec[1]}, device={self._device(product, read)})"
         return FixPlan("safe", f"compute `{name}` in float32 on the positions' device in forward, as the first "
                                f"forward built it (the lazy build stays for other readers)",
                        (Replace(read.node, call), AddImport(RUNTIME_IMPORT)))
@@ -311,8 +313,12 @@ class InvFreqInModuleState(Rule):
         return None
 
     @staticmethod
-    def _device(product: Product) -> str:
+    def _device(product: Product, read: StateRead) -> str:
         scope = product.scope
+        if scope.node is not None and not any(n is read.node for n in ast.walk(scope.node)):
+            # Read in another method (``@property def inv_freq(self): return self.omega``): only the state
+            # itself is certain to be there, and it follows ``.to(device)``.
+            return f"self.{read.ref.name}.device"
         for param in scope.params:
             if param in ("position_ids", "positions", "pos", "position", "t", "seq", "cache_position"):
                 return f"{param}.device"

@@ -9,7 +9,7 @@ from ..model.values import Dt
 from .base import Rule, RuleContext, as_float32, is_atom
 from .construction import assigned_value
 
-MATMUL_FORMS = ("matmul", "einsum-sum", "einsum-matmul")
+MATMUL_FORMS = ("matmul", "einsum-sum", "einsum-matmul", "linear")
 
 
 def elementwise_code(ctx: RuleContext, product: Product) -> str | None:
@@ -190,6 +190,16 @@ def _float32(ctx: RuleContext, operand: ast.AST, val) -> str:  # type: ignore[no
 
 def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
     lval, rval = product.operand_vals if len(product.operand_vals) == 2 else (None, None)
+    if product.form == "linear":
+        if lval is None or rval is None:
+            return None
+        # ``F.linear(a, w)`` is ``a @ w.T``: broadcast ``a`` over the rows of ``w`` and sum the shared last axis.
+        left, right = (_float32(ctx, o, v) for o, v in zip(product.operands, product.operand_vals))
+        code = f"({left}[..., :, None, :] * {right}).sum(dim=-1)"
+        if lval.last_is_one or rval.last_is_one:  # a sum over one element: the outer product, exactly
+            return FixPlan("safe", "form the phase as an elementwise float32 product", (Replace(product.node, code),))
+        return FixPlan("unsafe", "form the phase as a float32 broadcast product summed over the shared axis (it "
+                                 "materialises the product before the sum)", (Replace(product.node, code),))
     shapes_proven = lval is not None and lval.last_is_one and rval.second_last_is_one  # type: ignore[union-attr]
     if product.form == "einsum-sum" or (product.form in ("matmul", "einsum-matmul") and not shapes_proven):
         summed = broadcast_sum_code(ctx, product)
@@ -215,7 +225,8 @@ class MatmulPhase(Rule):
         for product in ctx.model.products:
             if product.form not in MATMUL_FORMS or product.guard is not None:
                 continue
-            kind = "a matmul" if product.form == "matmul" else "an einsum that sums an index"
+            kind = {"matmul": "a matmul", "linear": "`F.linear` (a matmul)"}.get(product.form,
+                                                                               "an einsum that sums an index")
             message = (f"phase formed by {kind}: under autocast it runs in bfloat16/float16 even with float32 "
                        f"inputs (phase error 235 rad at position 131071); use an elementwise product")
             ctx.report(self.code, product.node, message, product.scope, elementwise_rewrite(ctx, product))

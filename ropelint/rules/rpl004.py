@@ -28,7 +28,7 @@ class AutocastGuard(Rule):
         edits: list[NodeEdit] = []
         safe = True
         for product in products:
-            if product.form in ("matmul", "einsum-matmul", "einsum-sum"):
+            if product.form in ("matmul", "einsum-matmul", "einsum-sum", "linear"):
                 plan = elementwise_rewrite(ctx, product)
                 if plan is None:
                     return None

@@ -3,8 +3,9 @@ from __future__ import annotations
 import ast
 
 from ..model.names import string_value
-from ..model.values import Role
-from .base import Rule, RuleContext, assigned_name, later_loads
+from ..diagnostics import FixPlan, Replace
+from ..model.values import Dt, Role
+from .base import POSITION_NAMES, Rule, RuleContext, assigned_name, later_loads
 from .callsite import caller_dtype_fix
 from .casts import float32_fix
 
@@ -32,6 +33,29 @@ class LowPrecisionInvFreq(Rule):
             # Module state that casts convert is RPL002's; a plain attribute cast here is this rule's.
             if not receiver.has(Role.INV_FREQ) or receiver.has(Role.PHASE) \
                     or any(read.follows_module_casts for read in receiver.reads):
+                continue
+            if cast.method == "new_tensor" and cast.target.dtype is Dt.INT:
+                owner = ctx.code(cast.target_expr) if cast.target_expr is not None else "an integer tensor"
+                torch, imports = ctx.torch_name()
+                call = ctx.code(cast.node)
+                head = call[: call.rstrip().rfind(")")].rstrip()
+                sep = "" if head.endswith(("(", ",")) else ", "
+                ctx.report(self.code, cast.node,
+                           f"inverse frequencies copied into a tensor in the integer dtype of `{owner}`: every "
+                           f"frequency below 1 truncates to 0, so all but the first pair stop rotating",
+                           cast.scope, FixPlan("safe", f"make the copy `{torch}.float32`",
+                                               (Replace(cast.node, f"{head}{sep}dtype={torch}.float32)"), *imports)))
+                continue
+            tensor = cast.target_expr
+            if cast.method == "to" and isinstance(tensor, ast.Name) and cast.node.args and cast.node.args[0] is tensor \
+                    and POSITION_NAMES.match(tensor.id) and cast.target.dtype in (Dt.RUNTIME, Dt.UNKNOWN) \
+                    and tensor.id in cast.scope.params:
+                # ``self.inv_freq.to(positions)``: the positions' device, and their dtype, int64 ids in most callers.
+                ctx.report(self.code, cast.node,
+                           f"inverse frequencies cast to the dtype of `{tensor.id}`, positions that callers pass "
+                           f"as integer ids (int64): every frequency below 1 truncates to 0", cast.scope,
+                           FixPlan("safe", f"keep only the move to `{tensor.id}.device`",
+                                   (Replace(tensor, f"{tensor.id}.device"),)))
                 continue
             if not cast.target.dtype.can_be_16bit:
                 continue
