@@ -224,7 +224,10 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
         kept_text = "".join("".join(lines[a:b]) for a, b in kept)
         for start, stop, text in list(skipped):
             name = _DEF_NAME.match(next((ln for ln in lines[start:stop] if not ln.lstrip().startswith("@")), ""))
-            if name and ("arange(" in text or "linspace(" in text) and f"self.{name.group(1)}(" in kept_text:
+            short_cast = stop - start <= SMALL_HELPER_MAX_LINES and (".to(" in text or "type_as(" in text)
+            if name and ("arange(" in text or "linspace(" in text or short_cast) \
+                    and f"self.{name.group(1)}(" in kept_text:
+                # A short method that casts what it hands back (``self.embed_positions.to(position_ids)``) too.
                 kept.append((start, stop))
                 skipped.remove((start, stop, text))
                 if _takes_dtype(text):
@@ -234,7 +237,8 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
     if any_method and skipped:
         kept_text = "".join("".join(lines[a:b]) for a, b in kept)
         for start, stop, text in list(skipped):
-            if any(f"self.{m.group(1) or m.group(2)}" in kept_text for m in _REGISTERED.finditer(text)):
+            if any(_STATE_NAME.search(name) and f"self.{name}" in kept_text
+                   for name in (m.group(1) or m.group(2) for m in _REGISTERED.finditer(text))):
                 kept.append((start, stop))
                 skipped.remove((start, stop, text))
     # A method that hands a dtype to a kept one (``self.get_seq_pos(n, dtype=q.dtype)``) decides what
@@ -245,21 +249,39 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
     return kept if any_method else []
 
 
+# Registered state whose name says it can shape frequencies (``long_factor``, ``omega``); a causal ``bias``
+# buffer that an attention ``forward`` reads is no reason to parse its ``__init__``.
+_STATE_NAME = re.compile(r"factor|scale|freq|theta|omega|band|rope|rotary|angle|phase|inv")
 _REGISTERED = re.compile(r"register_buffer\(\s*[\"'](\w+)[\"']|self\.(?=\w+\s*=\s*(?:[\w.]+\.)?(?:Parameter|Buffer)\()(\w+)")
 
 
-def _token_ids_handed(segment: str, kept_classes: list[str]) -> list[str]:
-    """In a class that holds a kept rotary class (``self.rope = RoPE(...)``) and calls it with token or
-    position ids (``self.rope(idx)``), the text of that assignment and of that call: the methods holding them
-    show what the rotary's ``x`` argument receives. Empty for the usual ``self.rotary_emb(hidden_states)``."""
-    held = [name for name in kept_classes if f"{name}(" in segment]
-    if not held:
-        return []
+_FORWARD_FIRST = re.compile(r"def forward\(\s*self\s*,\s*(\w+)")
+_IDS_OR_POSITIONS = re.compile(r"\w*_ids|idx|tokens|positions?|pos|seq_len|max_seq_len|t")
+
+
+def _takes_activation_first(block: str) -> bool:
+    """The class's ``forward`` takes something other than ids or positions first (``x``, ``hidden_states``)."""
+    m = _FORWARD_FIRST.search(block)
+    return m is not None and not _IDS_OR_POSITIONS.fullmatch(m.group(1))
+
+
+_HELD = re.compile(r"self\.(\w+)\s*=\s*(?:[\w.]+\.)?(\w+)\(")
+_IDS_CALL = re.compile(r"self\.(\w+)\(\s*(?:idx|tokens|input_idx|token_idx|\w*_ids)\s*[,)]")
+
+
+def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[str]:
+    """In a class that holds a kept rotary class whose ``forward`` takes activations first
+    (``self.rope = RoPE(...)``, ``takers``) and calls it with token or position ids (``self.rope(idx)``),
+    the text of that assignment and of that call: the methods holding them show what the rotary's ``x``
+    argument receives. Empty for the usual ``self.rotary_emb(hidden_states)``."""
+    if not any(text.find(name, block.begin, block.end) != -1 for name in takers):
+        return []  # the common case, decided without decoding the class
+    segment = block.text(text)
+    held = {m.group(1): m.group(0) for m in _HELD.finditer(segment) if f"{m.group(2)}(".encode() in takers}
     found = []
-    for m in re.finditer(r"self\.(\w+)\s*=\s*(?:[\w.]+\.)?(" + "|".join(map(re.escape, held)) + r")\(", segment):
-        call = re.search(rf"self\.{m.group(1)}\(\s*(?:idx|tokens|input_idx|token_idx|\w*_ids)\s*[,)]", segment)
-        if call:
-            found += [m.group(0), call.group(0)]
+    for call in _IDS_CALL.finditer(segment):
+        if call.group(1) in held:
+            found += [held[call.group(1)], call.group(0)]
     return found
 
 
@@ -356,6 +378,8 @@ def _with_keyword_constants(text: bytes, blocks: list[_Block],
     with ``_FP32 = {"dtype": torch.float32}``): without them a dtype the call passes is invisible."""
     searched = b"".join(text[begin:end] for begin, end, _ in kept)
     unpacked = set(re.findall(rb"\*\*([A-Za-z_]\w*)", searched))
+    if not unpacked and b"autocast" not in text:
+        return kept
     taken = {begin for begin, _, _ in kept}
     added = []
     for b in blocks:
@@ -412,7 +436,10 @@ def select(source: str) -> Selection | None:
                     strong.add(name)
                     changed = True
     kept_functions = [f"{name}(" for name in strong]
-    kept_classes = [b.name for b in blocks if b.name and b.interesting and b.head.startswith("class ")]
+    # Kept rotary classes whose ``forward`` takes activations first, as ``Name(``: a class holding one may hand
+    # it ids by mistake.
+    takers = [f"{b.name}(".encode() for b in blocks if b.name and b.interesting and b.head.startswith("class ")
+              and _takes_activation_first(b.text(text))]
     kept: list[tuple[int, int, int]] = []  # (begin offset, end offset, first line)
     all_kept = True
     for block in blocks:
@@ -426,7 +453,7 @@ def select(source: str) -> Selection | None:
             segment = block.text(text)
             interesting = any(call in segment for call in kept_functions)
         if is_class and not interesting:
-            holder = _token_ids_handed(block.text(text), kept_classes)
+            holder = _token_ids_handed(text, block, takers)
             if holder:
                 interesting, calls = True, [*kept_functions, *holder]
         if not interesting:

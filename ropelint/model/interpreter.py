@@ -390,7 +390,8 @@ class Interpreter:
         for stmt in node.body:
             if isinstance(stmt, FUNCTION_NODES):
                 info.methods[stmt.name] = stmt
-                info.submodules.update(_submodules(stmt))
+                if stmt.name == "__init__":  # where submodules are built; walking every method costs too much
+                    info.submodules.update(_submodules(stmt))
         self.model.classes[info.name] = info
 
     def _mro(self, info: ClassInfo) -> list[ClassInfo]:
@@ -777,7 +778,8 @@ class Interpreter:
         other = [s for s in sides if (dotted(s) or [""])[-1] in TORCH_DTYPES_FULL]
         if state and other:
             body = "\n".join(self.spans.text(s) for s in stmt.body)
-            if re.search(rf"self\.{re.escape(state)}\s*=|register_buffer\(\s*['\"]{re.escape(state)}['\"]", body):
+            if re.search(rf"self\.{re.escape(state)}\s*=|register_buffer\(\s*['\"]{re.escape(state)}['\"]", body) \
+                    and not _upcasts_itself(stmt.body, state):
                 frame.cls.repaired.add(state)
 
     # ----------------------------------------------------------------- guards
@@ -960,7 +962,7 @@ class Interpreter:
             if dt is Dt.UNKNOWN and not base.has(Role.SCALAR) and not plain_attribute:
                 # The dtype of a tensor nothing is known about is decided at run time.
                 dt = Dt.RUNTIME
-            if base.read is not None and base.read.follows_module_casts:
+            if base.read is not None and base.read.follows_module_casts and dt is not Dt.INT:
                 dt = Dt.RUNTIME
             return dtype_val(dt, site=None, read=base.read).evolve(param=base.param)
         if attr == "device":
@@ -1851,6 +1853,25 @@ def _trig_operands(fn: ast.AST) -> frozenset[str]:
     return frozenset(found - rebound)
 
 
+def _upcasts_itself(body: list[ast.stmt], state: str) -> bool:
+    """``self.inv_freq = self.inv_freq.float()``: the guard widens the rounded values instead of rebuilding."""
+    for stmt in body:
+        for node in ast.walk(stmt):
+            value = None
+            if isinstance(node, ast.Assign) and any(dotted(t) == ["self", state] for t in node.targets):
+                value = node.value
+            elif isinstance(node, ast.Call) and (dotted(node.func) or [""])[-1] == "register_buffer" \
+                    and len(node.args) >= 2 and string_value(node.args[0]) == state:
+                value = node.args[1]
+            if value is None:
+                continue
+            metadata = {id(n.value) for n in ast.walk(value)
+                        if isinstance(n, ast.Attribute) and n.attr in ("device", "dtype", "shape")}
+            if any(dotted(n) == ["self", state] and id(n) not in metadata for n in ast.walk(value)):
+                return True
+    return False
+
+
 def _bare_param(val: Val) -> bool:
     """A parameter the function knows nothing about but its name (``t``, ``x``): what callers pass decides."""
     return val.param is not None and val.dtype is Dt.UNKNOWN and val.roles <= {Role.POSITIONS}
@@ -1868,7 +1889,11 @@ def _only_to_target(fn: FunctionNode, param: str) -> bool:
 def _submodules(fn: FunctionNode) -> dict[str, str]:
     """``self.rope = RoPE(dim)`` in ``fn``: {"rope": "RoPE"}."""
     out = {}
-    for node in ast.walk(fn):
+    todo = list(fn.body)
+    while todo:  # statements only: a submodule is built by an assignment statement, never inside an expression
+        node = todo.pop()
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            todo.extend(getattr(node, name, ()))
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
             called = dotted(node.value.func)
             for target in node.targets:
