@@ -613,7 +613,6 @@ class Interpreter:
                     frame.return_items.append(items)
         elif isinstance(stmt, ast.If):
             self._eval(stmt.test, frame)
-            self._note_repair_guard(stmt, frame)
             self._branch(frame, [stmt.body, stmt.orelse or None])
         elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
             if isinstance(stmt, ast.While):
@@ -761,26 +760,6 @@ class Interpreter:
         if self._current is not None:
             self.model.statement_of.setdefault(id(node), self._current)
         self.model.registrations.append(Registration(node, ref, value, frame.scope))
-
-    def _note_repair_guard(self, stmt: ast.If, frame: Frame) -> None:
-        """``if self.inv_freq.dtype != torch.float32: <rebuild>`` repairs the buffer after casts."""
-        test = stmt.test
-        if frame.cls is None or not isinstance(test, ast.Compare) or len(test.ops) != 1:
-            return
-        if not isinstance(test.ops[0], (ast.NotEq, ast.IsNot)):
-            return
-        sides = [test.left, test.comparators[0]]
-        state = None
-        for side in sides:
-            parts = dotted(side)
-            if parts and len(parts) == 3 and parts[0] == "self" and parts[2] == "dtype":
-                state = parts[1]
-        other = [s for s in sides if (dotted(s) or [""])[-1] in TORCH_DTYPES_FULL]
-        if state and other:
-            body = "\n".join(self.spans.text(s) for s in stmt.body)
-            if re.search(rf"self\.{re.escape(state)}\s*=|register_buffer\(\s*['\"]{re.escape(state)}['\"]", body) \
-                    and not _upcasts_itself(stmt.body, state):
-                frame.cls.repaired.add(state)
 
     # ----------------------------------------------------------------- guards
     def _guard_for(self, expr: ast.expr, owner: ast.AST, scope: Scope) -> Guard | None:
@@ -1851,25 +1830,6 @@ def _trig_operands(fn: ast.AST) -> frozenset[str]:
                     if isinstance(name, ast.Name) and not _made_from(node.value, name.id):
                         rebound.add(name.id)
     return frozenset(found - rebound)
-
-
-def _upcasts_itself(body: list[ast.stmt], state: str) -> bool:
-    """``self.inv_freq = self.inv_freq.float()``: the guard widens the rounded values instead of rebuilding."""
-    for stmt in body:
-        for node in ast.walk(stmt):
-            value = None
-            if isinstance(node, ast.Assign) and any(dotted(t) == ["self", state] for t in node.targets):
-                value = node.value
-            elif isinstance(node, ast.Call) and (dotted(node.func) or [""])[-1] == "register_buffer" \
-                    and len(node.args) >= 2 and string_value(node.args[0]) == state:
-                value = node.args[1]
-            if value is None:
-                continue
-            metadata = {id(n.value) for n in ast.walk(value)
-                        if isinstance(n, ast.Attribute) and n.attr in ("device", "dtype", "shape")}
-            if any(dotted(n) == ["self", state] and id(n) not in metadata for n in ast.walk(value)):
-                return True
-    return False
 
 
 def _bare_param(val: Val) -> bool:
