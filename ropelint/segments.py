@@ -266,7 +266,10 @@ def _takes_activation_first(block: str) -> bool:
 
 
 _HELD = re.compile(r"self\.(\w+)\s*=\s*(?:[\w.]+\.)?(\w+)\(")
-_IDS_CALL = re.compile(r"self\.(\w+)\(\s*(?:idx|tokens|input_idx|token_idx|\w*_ids)\s*[,)]")
+# Casts to or of ids and positions in a class that holds a rotary: where glue code can break its tables.
+_GLUE_CAST = re.compile(r"\.(?:to|type_as)\(\s*(?:\w*_ids|pos|positions|idx)\s*\)"
+                        r"|\b(?:position_ids|positions|pos_ids)\.(?:to|type_as|type|half|bfloat16)\(")
+_IDS_CALL = re.compile(r"self\.(\w+)\(\s*(?:idx|tokens|input_idx|token_idx|\w*_ids)\s*(?:[,)]|if\b)")
 
 
 def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[str]:
@@ -282,6 +285,12 @@ def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[s
     for call in _IDS_CALL.finditer(segment):
         if call.group(1) in held:
             found += [held[call.group(1)], call.group(0)]
+    if held and not found and _GLUE_CAST.search(segment):
+        # ``cos.to(position_ids)``, ``position_ids.to(hidden_states.dtype)`` around the call: the methods that
+        # call the rotary show what reaches it and what its tables become.
+        for call in re.finditer(r"self\.(\w+)\(", segment):
+            if call.group(1) in held:
+                found += [held[call.group(1)], call.group(0)]
     return found
 
 

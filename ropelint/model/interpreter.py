@@ -69,7 +69,7 @@ ACTIVATION_PARAMS = re.compile(
     r"^(x|hidden_states?|hidden|q|k|v|query|key|value|xq|xk|query_states|key_states|inputs?|tensor|qk|t_x|like)$"
 )
 SCALAR_PARAMS = re.compile(
-    r"(seq_len|seqlen|max_seq|max_position|^end$|(^|_)dim$|head_dim|^base$|theta|^n_elem$|length|factor|scale)"
+    r"(seq_len|seqlen|max_seq|max_position|^end$|(^|_)dim$|head_dim|channels|^base$|theta|^n_elem$|length|factor|scale)"
 )
 # Plural lengths are tensors (``cu_seqlens``, ``lengths``), not the scalar a ``seq_len`` is.
 TENSOR_PARAMS = re.compile(r"^cu_|(?:seqlens|lengths|lens)$")
@@ -348,6 +348,9 @@ class Interpreter:
                 self._register_class(stmt)
         for name, fn in self.model.functions.items():
             self.wrappers.update(self._wrapper_kind(name, fn))
+        for info in self.model.classes.values():
+            for name, fn in info.methods.items():
+                self.wrappers.update({f"self.{k}": v for k, v in self._wrapper_kind(name, fn).items()})
         for stmt in top:
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
                     and isinstance(stmt.value, ast.Call) and stmt.value.args \
@@ -459,6 +462,12 @@ class Interpreter:
         self.summaries[key] = summary
         if summary.returns.dtype_param is not None:
             self.model.dtype_params[f"{owner.name}.{name}"] = summary.returns.dtype_param
+        if name == "forward" and summary.position_params:
+            # ``self.rotary_emb(x, positions)`` from a model that holds it: positions that only enter the phase.
+            used = _positions_only(fn, summary.position_params)
+            if used:
+                self.model.phase_position_params[f"{owner.name}.forward"] = tuple(
+                    p if p in used else "" for p in summary.params)
         return summary
 
     def _function_summary(self, name: str) -> Summary:
@@ -679,6 +688,9 @@ class Interpreter:
         if isinstance(target, ast.Name):
             if val is UNKNOWN:
                 val = self._named(target.id)
+            if not val.roles and val.dtype is Dt.UNKNOWN and SCALAR_PARAMS.search(target.id) \
+                    and not TENSOR_PARAMS.search(target.id):
+                val = Val(frozenset({Role.SCALAR}))  # ``dim = kv_channels``: a size, whatever it came from
             elif not val.roles and _POSITION_LOCALS.match(target.id):
                 # ``pos = positions_from_chains(...).float()``: a helper the analysis does not follow made them.
                 val = val.evolve(roles=frozenset({Role.POSITIONS}))
@@ -696,6 +708,9 @@ class Interpreter:
             name = target.attr
             frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
             existing = frame.cls.state.get(name)
+            if existing is not None and isinstance(getattr(source, "value", None), ast.Constant) \
+                    and source.value.value is None:  # type: ignore[union-attr]
+                return  # ``else: self.grid = None``: the other branch's tensor keeps its dtype
             if existing is not None and existing.ref.kind is not StateKind.ATTRIBUTE:
                 # Re-assigning a registered buffer keeps it a buffer: state module casts convert, registered
                 # anew here (``register_buffer("cached_freqs", None)`` filled later by ``self.cached_freqs = freqs``).
@@ -787,6 +802,9 @@ class Interpreter:
             return Guard(expr, owner, scope) if disabled else None
         if name in CUSTOM_FWD and "cast_inputs" in kw:
             return Guard(expr, owner, scope)
+        if len(parts) == 2 and parts[0] == "self" and f"self.{local}" in self.wrappers:
+            # ``with self._fp32_region(x.device.type):`` where the method returns ``autocast(enabled=False)``.
+            return Guard(expr, owner, scope) if self.wrappers[f"self.{local}"] == "disabled" or disabled else None
         if local in self.wrappers and len(parts) == 1:
             kind = self.wrappers[local]
             if kind == "disabled" or disabled:
@@ -1104,8 +1122,8 @@ class Interpreter:
                     # ``self._set_cos_sin_cache(n, dtype=position_ids.dtype)``: the callee casts its tables to it.
                     self.model.casts.append(Cast(node, "call", cast.receiver, val, nodes[name], frame.scope))
                 fallback = cast.target.fallback_param
-                if name not in nodes and fallback in nodes and bound[fallback].dtype is Dt.INT \
-                        and not bound[fallback].has(Role.DTYPE):
+                if name not in nodes and fallback in nodes and not bound[fallback].has(Role.DTYPE) \
+                        and (bound[fallback].dtype is Dt.INT or _ids_by_name(bound[fallback])):
                     # ``compute_cos_sin(cache_position, inv_freq)`` into ``out_dtype or positions.dtype``.
                     self.model.casts.append(Cast(node, f"default:{name}", cast.receiver, dtype_val(Dt.INT),
                                                  nodes[fallback], frame.scope))
@@ -1830,6 +1848,12 @@ def _trig_operands(fn: ast.AST) -> frozenset[str]:
                     if isinstance(name, ast.Name) and not _made_from(node.value, name.id):
                         rebound.add(name.id)
     return frozenset(found - rebound)
+
+
+def _ids_by_name(val: Val) -> bool:
+    """Positions whose dtype nothing shows, in a parameter that only ever holds positions (``pos``): int64
+    ids from most callers."""
+    return val.dtype is Dt.UNKNOWN and val.has(Role.POSITIONS) and bool(_POSITION_LOCALS.match(val.param or ""))
 
 
 def _bare_param(val: Val) -> bool:

@@ -6,7 +6,7 @@ import ast
 
 from ..diagnostics import FixPlan, Replace
 from ..model.events import Scope
-from ..model.interpreter import ACTIVATION_PARAMS, is_runtime_inv_freq, is_trig_call
+from ..model.interpreter import ACTIVATION_PARAMS, in_file_mro, is_runtime_inv_freq, is_trig_call
 from ..model.names import TORCH_DTYPES_INT, dotted, qualname
 from ..model.values import Dt, Role
 from .base import RuleContext, assigned_name, cast_receiver, is_atom, only_read_by, shape_only_reads
@@ -204,9 +204,9 @@ def _only_fed_to_full_helpers(ctx: RuleContext, site: ast.Call, scope: Scope) ->
     assigned back to ``ids`` (``ids = ids[..., None]``) or an argument of a same-file function that
     returns float32 whatever it is given (Flux's ``rope(pos, ...)`` ends in ``.float()``)."""
     owner = ctx.model.statement_of.get(id(site))
-    if isinstance(owner, ast.Assign) and isinstance(owner.value, ast.BinOp) and isinstance(owner.value.op, (ast.Add, ast.Sub)) \
-            and site in (owner.value.left, owner.value.right):
-        site = owner.value  # ``pos = <site> + offset``: the sum is what the name holds
+    if isinstance(owner, ast.Assign) and isinstance(owner.value, ast.BinOp) \
+            and isinstance(owner.value.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)) and site in (owner.value.left, owner.value.right):
+        site = owner.value  # ``pos = <site> + offset``, ``<site> / factor``: the result is what the name holds
     found = assigned_name(ctx, site)
     fn = scope.node
     if found is None or fn is None:
@@ -231,16 +231,32 @@ def _only_fed_to_full_helpers(ctx: RuleContext, site: ast.Call, scope: Scope) ->
                     if isinstance(inner, ast.Name) and inner.id == name:
                         allowed.add(id(inner))
                         fed = True
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                and node.func.id in ctx.model.phase_position_params:
+        elif isinstance(node, ast.Call) and _phase_slots(ctx, node, scope) is not None:
             # ``apply_rope(x, positions)`` whose ``positions`` only ever enter its phase.
-            slots = ctx.model.phase_position_params[node.func.id]
+            slots = _phase_slots(ctx, node, scope)  # type: ignore[assignment]
             given = [*zip(slots, node.args), *((k.arg, k.value) for k in node.keywords if k.arg in slots)]
             for slot, arg in given:
                 if slot and isinstance(arg, ast.Name) and arg.id == name:
                     allowed.add(id(arg))
                     fed = True
     return fed and only_read_by(ctx, site, fn, allowed)
+
+
+def _phase_slots(ctx: RuleContext, call: ast.Call, scope: Scope) -> tuple[str, ...] | None:
+    """The parameters of a same-file callee used only as phase positions: ``apply_rope(...)``, or
+    ``self.rotary_emb(...)`` where ``__init__`` built ``self.rotary_emb`` from a class of this file."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return ctx.model.phase_position_params.get(func.id)
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+        info = ctx.model.classes.get(scope.symbol.split(".")[0])
+        held = next((c.submodules[func.attr] for c in in_file_mro(ctx.model.classes, info) if func.attr in c.submodules),
+                    None) if info is not None else None
+        if held in ctx.model.classes:
+            for cls in in_file_mro(ctx.model.classes, ctx.model.classes[held]):
+                if f"{cls.name}.forward" in ctx.model.phase_position_params:
+                    return ctx.model.phase_position_params[f"{cls.name}.forward"]
+    return None
 
 
 _RESHAPES = ("expand", "expand_as", "view", "reshape", "unsqueeze", "flatten", "contiguous", "repeat")

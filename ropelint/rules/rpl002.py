@@ -50,7 +50,9 @@ class InvFreqInModuleState(Rule):
     def _report(self, ctx: RuleContext, product: Product, read: StateRead) -> None:
         ref = read.ref
         held = next((r.value for r in ctx.model.registrations if r.ref is ref), None)
-        noun = "inverse frequencies" if held is None or held.has(Role.INV_FREQ) else "factors of the inverse frequencies"
+        named = "freq" in ref.name.lower() or ref.name.lower() in ("theta", "omega", "bands")
+        noun = "inverse frequencies" if held is None or held.has(Role.INV_FREQ) or named \
+            else "factors of the inverse frequencies"
         message = (f"{noun} `self.{ref.name}` ({ref.describe()} registered at line "
                    f"{ctx.line_of(ref.node)}) feed the phase at line {ctx.line_of(product.node)}; "
                    f"`module.bfloat16()`/`.half()` round them and `.float()` at use restores nothing")

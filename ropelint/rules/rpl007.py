@@ -7,7 +7,7 @@ from ..diagnostics import DeleteLines, FixPlan, NodeEdit, Replace
 from ..model.events import Cast, Trig, TrigInHelper
 from ..model.interpreter import ACTIVATION_PARAMS, in_file_mro, is_cast_call, is_trig_call
 from ..model.values import Dt, Role
-from .base import Rule, RuleContext, assigned_name, only_read_by, shape_only_reads
+from .base import Rule, RuleContext, assigned_name, later_loads, only_read_by, shape_only_reads
 
 
 class TrigAfterDowncast(Rule):
@@ -58,6 +58,7 @@ class TrigAfterDowncast(Rule):
         receivers = [_angle(t.node) for t in trigs]
         names = [_widened(r)[0] for r in receivers]
         allowed = {id(n) for n in names} | shape_only_reads(cast.scope.node)
+        allowed |= _rearranged_into(cast.scope.node, allowed)
         only_trig = only_read_by(ctx, cast.node, cast.scope.node, allowed)
         assigned = assigned_name(ctx, cast.node)
         if only_trig and assigned is not None and assigned[1] == receiver_code:
@@ -156,6 +157,27 @@ def _widened_at_once(cast: Cast) -> bool:
 
 def _is_polar(call: ast.Call) -> bool:
     return isinstance(call.func, ast.Attribute) and call.func.attr == "polar"
+
+
+# Calls that only rearrange the phase (copies, joins, reshapes): its values reach the result unchanged.
+_REARRANGE = frozenset({"cat", "concat", "stack", "repeat", "repeat_interleave", "flatten", "reshape", "view",
+                        "unsqueeze", "expand", "transpose", "permute", "contiguous"})
+
+
+def _rearranged_into(fn: ast.AST | None, allowed: set[int]) -> set[int]:
+    """Reads in ``y = torch.cat((freqs, freqs), dim=-1)`` (or another rearrangement) whose target ``y`` is only
+    read where ``allowed`` says: the cast phase reaches the trig through them and nowhere else."""
+    found: set[int] = set()
+    for stmt in ast.walk(fn) if fn is not None else ():
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            continue
+        calls = [n for n in ast.walk(stmt.value) if isinstance(n, ast.Call)]
+        if not calls or any(not isinstance(c.func, ast.Attribute) or c.func.attr not in _REARRANGE for c in calls):
+            continue
+        loads = later_loads(fn, stmt, stmt.targets[0].id)
+        if loads and all(id(n) in allowed for n in loads):
+            found |= {id(n) for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+    return found
 
 
 def _is_complex(call: ast.Call) -> bool:
