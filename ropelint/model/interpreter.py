@@ -348,9 +348,10 @@ class Interpreter:
                 self._register_class(stmt)
         for name, fn in self.model.functions.items():
             self.wrappers.update(self._wrapper_kind(name, fn))
-        for info in self.model.classes.values():
+        for info in self.model.classes.values() if "autocast" in self.spans.code else ():
             for name, fn in info.methods.items():
-                self.wrappers.update({f"self.{k}": v for k, v in self._wrapper_kind(name, fn).items()})
+                if len(fn.body) <= 8 and "autocast" in self.spans.text(fn):
+                    self.wrappers.update({f"self.{k}": v for k, v in self._wrapper_kind(name, fn).items()})
         for stmt in top:
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
                     and isinstance(stmt.value, ast.Call) and stmt.value.args \
