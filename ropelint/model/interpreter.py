@@ -62,8 +62,9 @@ FREQ_NAMES = re.compile(r"^_?freqs?_(?!cis)[a-z0-9]+$")
 # Index tensors, integer by convention; ``idx``/``tokens``: token indices handed around before the embedding
 # lookup (nanoGPT's ``forward(self, idx)``).
 INT_BY_NAME = re.compile(r"^((\w+_)?(ids|index|indices)|idx|tokens|input_idx|token_idx)$")
-# Locals that only ever hold positions, whatever built them.
-_POSITION_LOCALS = re.compile(r"^(pos|positions|position_ids|pos_ids)$")
+# Names that only ever mean positions, whatever built them (``t``, ``seq`` or ``offsets`` also name activations
+# and lengths): int64 ids from most callers when nothing else is known.
+POSITION_NAMES = re.compile(r"^(positions?|pos|pos_ids|position_ids|seq_pos|pos_idx|position_index)$")
 INT_POSITION_PARAMS = re.compile(r"^(position_ids|pos_ids|cache_position|input_pos)$")
 ACTIVATION_PARAMS = re.compile(
     r"^(x|hidden_states?|hidden|q|k|v|query|key|value|xq|xk|query_states|key_states|inputs?|tensor|qk|t_x|like)$"
@@ -128,6 +129,12 @@ def in_file_mro(classes: dict[str, ClassInfo], info: ClassInfo) -> list[ClassInf
         out.append(cur)
         todo.extend(classes[b] for b in cur.bases if b in classes)
     return out
+
+
+def held_class(classes: dict[str, ClassInfo], info: ClassInfo, attr: str) -> ClassInfo | None:
+    """The class of this file that ``info`` (or a base) builds ``self.<attr>`` from in ``__init__``."""
+    made = next((c.submodules[attr] for c in in_file_mro(classes, info) if attr in c.submodules), None)
+    return classes.get(made) if made is not None else None
 
 
 # (kind, persistent, held value, frozen, frozen by default) of an ``nn.Buffer``/``nn.Parameter`` call.
@@ -692,7 +699,7 @@ class Interpreter:
             if not val.roles and val.dtype is Dt.UNKNOWN and SCALAR_PARAMS.search(target.id) \
                     and not TENSOR_PARAMS.search(target.id):
                 val = Val(frozenset({Role.SCALAR}))  # ``dim = kv_channels``: a size, whatever it came from
-            elif not val.roles and _POSITION_LOCALS.match(target.id):
+            elif not val.roles and POSITION_NAMES.match(target.id):
                 # ``pos = positions_from_chains(...).float()``: a helper the analysis does not follow made them.
                 val = val.evolve(roles=frozenset({Role.POSITIONS}))
             frame.env[target.id] = val
@@ -1034,11 +1041,10 @@ class Interpreter:
                 and frame.cls is not None:
             if self._find_method(frame.cls, func.attr):
                 return self._method_summary(frame.cls, func.attr)
-            held = next((c.submodules[func.attr] for c in self._mro(frame.cls) if func.attr in c.submodules), None)
-            if held is not None and held in self.model.classes and held != frame.cls.name \
-                    and self._find_method(self.model.classes[held], "forward"):
+            held = held_class(self.model.classes, frame.cls, func.attr)
+            if held is not None and held is not frame.cls and self._find_method(held, "forward"):
                 # ``self.rope(x)`` where ``__init__`` built ``self.rope = RoPE(...)`` from a class of this file.
-                return self._method_summary(self.model.classes[held], "forward")
+                return self._method_summary(held, "forward")
         return None
 
     def _call(self, node: ast.Call, frame: Frame) -> Val:
@@ -1114,9 +1120,8 @@ class Interpreter:
                 and not summary.dtype_casts and not summary.tensor_casts and not summary.freq_params \
                 and not summary.param_casts:
             return
+        nodes = _argument_nodes(node, summary)
         if summary.dtype_casts:
-            nodes = dict(zip(summary.params, node.args))
-            nodes.update({k.arg: k.value for k in node.keywords if k.arg is not None})
             for name, cast in summary.dtype_casts:
                 val = bound.get(name)
                 if val is not None and val.has(Role.DTYPE) and val.dtype is Dt.INT and name in nodes:
@@ -1135,7 +1140,7 @@ class Interpreter:
                 self.model.casts.append(dataclasses.replace(cast, receiver=val))
         for name, target_name, cast in summary.param_casts:
             val, target = bound.get(name), bound.get(target_name)
-            arg = self._argument_node(node, summary, target_name)
+            arg = nodes.get(target_name)
             if val is not None and target is not None and arg is not None and val.roles & {Role.TABLE, Role.PHASE} \
                     and self._integer_tensor(arg, target, frame):
                 # ``_like(emb.cos(), position_ids)`` into ``def _like(t, ref): return t.to(ref)``.
@@ -1146,7 +1151,7 @@ class Interpreter:
         for name, cast in summary.tensor_casts:
             val = bound.get(name)
             if isinstance(cast.target_expr, ast.Attribute):
-                arg = self._argument_node(node, summary, name)
+                arg = nodes.get(name)
                 if val is not None and arg is not None and self._integer_tensor(arg, val, frame):
                     # ``self.rope(idx)`` into ``def forward(self, x): ... cos.to(x.dtype)``: reported at the call.
                     self.model.casts.append(Cast(node, "argument", cast.receiver,
@@ -1183,13 +1188,6 @@ class Interpreter:
             return found[1] if found else None
         return None
 
-    @staticmethod
-    def _argument_node(node: ast.Call, summary: Summary, name: str) -> ast.expr | None:
-        for param, arg in zip(summary.params, node.args):
-            if param == name and not isinstance(arg, ast.Starred):
-                return arg
-        return next((k.value for k in node.keywords if k.arg == name), None)
-
     def _integer_tensor(self, arg: ast.expr, val: Val, frame: Frame) -> bool:
         """Integer by what the analysis knows, by an index-like name (``idx``, ``input_ids``), or because
         the same function looks it up in an embedding table (``self.tok(idx)``)."""
@@ -1223,8 +1221,7 @@ class Interpreter:
             return UNKNOWN
         persistent = not (persistent_node is not None and bool_literal(persistent_node) is False)
         frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
-        # A buffer's name is chosen for what it holds: ``freq_basis``, ``freqs_h`` are frequencies too.
-        named = frozenset({Role.INV_FREQ}) if FREQ_NAMES.match(name.lower()) else self._named(name).roles
+        named = self._state_roles(name)
         if not value.roles or (Role.INV_FREQ in named and value.roles <= {Role.POSITIONS, Role.ARANGE}):
             # ``register_buffer("freq_basis", theta ** torch.linspace(...))``: a ramp the name calls frequencies.
             value = value.evolve(roles=named)
@@ -1232,6 +1229,10 @@ class Interpreter:
         frame.cls.state[name] = StateEntry(ref, value)
         self._registered(node, ref, value, frame)
         return UNKNOWN
+
+    def _state_roles(self, name: str) -> frozenset[Role]:
+        """A buffer's or parameter's name is chosen for what it holds: ``freq_basis``, ``freqs_h`` are frequencies."""
+        return frozenset({Role.INV_FREQ}) if FREQ_NAMES.match(name.lower()) else self._named(name).roles
 
     def _register_parameter(self, node: ast.Call, pos: list, kw: dict, frame: Frame) -> Val:
         """``self.register_parameter("freqs", nn.Parameter(t, requires_grad=False))``."""
@@ -1244,9 +1245,8 @@ class Interpreter:
             return UNKNOWN
         kind, persistent, inner, frozen, by_default = holder
         frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
-        named = frozenset({Role.INV_FREQ}) if FREQ_NAMES.match(name.lower()) else self._named(name).roles
         if not inner.roles:
-            inner = inner.evolve(roles=named)
+            inner = inner.evolve(roles=self._state_roles(name))
         ref = StateRef(name, kind, node, persistent, frozen, by_default)
         frame.cls.state[name] = StateEntry(ref, inner)
         self._registered(node, ref, inner, frame)
@@ -1413,7 +1413,7 @@ class Interpreter:
         receiver_node = receiver_node or node.func.value  # type: ignore[attr-defined]
         if method in ("new_zeros", "new_ones", "new_empty", "new_full") and "dtype" not in kvals \
                 and (receiver.dtype is Dt.INT or (receiver.dtype is Dt.UNKNOWN and receiver.has(Role.POSITIONS)
-                                                  and _POSITION_LOCALS.match(receiver.param or ""))):
+                                                  and POSITION_NAMES.match(receiver.param or ""))):
             # ``pos.new_zeros(n, d)``: a buffer in the integer dtype of ``pos``; tables written into it truncate.
             return Val(frozenset(), Dt.INT, site=node)
         if method == "new_tensor" and pos and isinstance(pos[0], ast.Call) and isinstance(pos[0].func, ast.Name) \
@@ -1851,10 +1851,17 @@ def _trig_operands(fn: ast.AST) -> frozenset[str]:
     return frozenset(found - rebound)
 
 
+def _argument_nodes(node: ast.Call, summary: Summary) -> dict[str, ast.expr]:
+    """The argument expression each parameter of the callee receives at ``node``."""
+    nodes = {param: arg for param, arg in zip(summary.params, node.args) if not isinstance(arg, ast.Starred)}
+    nodes.update({k.arg: k.value for k in node.keywords if k.arg is not None})
+    return nodes
+
+
 def _ids_by_name(val: Val) -> bool:
     """Positions whose dtype nothing shows, in a parameter that only ever holds positions (``pos``): int64
     ids from most callers."""
-    return val.dtype is Dt.UNKNOWN and val.has(Role.POSITIONS) and bool(_POSITION_LOCALS.match(val.param or ""))
+    return val.dtype is Dt.UNKNOWN and val.has(Role.POSITIONS) and bool(POSITION_NAMES.match(val.param or ""))
 
 
 def _bare_param(val: Val) -> bool:

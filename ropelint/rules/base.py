@@ -7,7 +7,6 @@ only reads the model and calls ``ctx.report``.
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
@@ -17,11 +16,6 @@ from ..imports import ImportTable
 from ..model.events import Scope
 from ..model.interpreter import FileModel
 from ..spans import Spans
-
-
-# Parameter names that only ever mean positions (``t``, ``seq`` or ``offsets`` also name activations and
-# lengths): integer ids in most callers when nothing else is known.
-POSITION_NAMES = re.compile(r"^(positions?|pos|pos_ids|seq_pos|pos_idx|position_index)$")
 
 
 @dataclass
@@ -148,3 +142,12 @@ def atom_code(ctx: RuleContext, node: ast.AST, replaced: ast.AST) -> str:
 def as_float32(ctx: RuleContext, node: ast.AST) -> str:
     text = ctx.code(node)
     return f"{text}.float()" if is_atom(node) else f"({text}).float()"
+
+
+def append_keyword(ctx: RuleContext, call: ast.Call, keyword: str) -> str:
+    """The call's source with ``keyword`` (``dtype=torch.float32``) added as its last argument; everything
+    before the closing parenthesis is kept verbatim."""
+    code = ctx.code(call)
+    head = code[: code.rstrip().rfind(")")].rstrip()
+    sep = "" if not (call.args or call.keywords) else " " if head.endswith(",") else ", "
+    return f"{head}{sep}{keyword})"

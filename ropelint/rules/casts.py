@@ -6,10 +6,10 @@ import ast
 
 from ..diagnostics import FixPlan, Replace
 from ..model.events import Scope
-from ..model.interpreter import ACTIVATION_PARAMS, in_file_mro, is_runtime_inv_freq, is_trig_call
+from ..model.interpreter import ACTIVATION_PARAMS, held_class, in_file_mro, is_runtime_inv_freq, is_trig_call
 from ..model.names import TORCH_DTYPES_INT, dotted, qualname
 from ..model.values import Dt, Role
-from .base import RuleContext, assigned_name, cast_receiver, is_atom, only_read_by, shape_only_reads
+from .base import RuleContext, append_keyword, assigned_name, cast_receiver, is_atom, only_read_by, shape_only_reads
 from .construction import assigned_value
 
 # Calls that take integer indices: positions made float32 would break them.
@@ -25,20 +25,12 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
     new_tensor = isinstance(site.func, ast.Attribute) and site.func.attr == "new_tensor"
     if new_tensor or (qn.rsplit(".", 1)[-1] in ("arange", "linspace") and qn.startswith("torch")):
         torch, imports = ctx.torch_name()
-        new_arg = f"dtype={torch}.float32"
-        args = [*site.args, *site.keywords]
         for kw in site.keywords:
             if kw.arg == "dtype":
                 return _plan(ctx, site, kw.value, scope, what, f"build the {what} in float32",
                              (Replace(kw.value, f"{torch}.float32"), *imports))
-        call = ctx.code(site)
-        # Append the keyword before the closing parenthesis, keeping everything else verbatim.
-        head = call[: call.rstrip().rfind(")")]
-        sep = ", " if args else ""
-        if args and head.rstrip().endswith(","):
-            sep = " "
         return _plan(ctx, site, None, scope, what, f"build the {what} in float32",
-                     (Replace(site, f"{head.rstrip()}{sep}{new_arg})"), *imports))
+                     (Replace(site, append_keyword(ctx, site, f"dtype={torch}.float32")), *imports))
     receiver = cast_receiver(site)
     if receiver is not None:
         text = ctx.code(receiver)
@@ -250,10 +242,9 @@ def _phase_slots(ctx: RuleContext, call: ast.Call, scope: Scope) -> tuple[str, .
         return ctx.model.phase_position_params.get(func.id)
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
         info = ctx.model.classes.get(scope.symbol.split(".")[0])
-        held = next((c.submodules[func.attr] for c in in_file_mro(ctx.model.classes, info) if func.attr in c.submodules),
-                    None) if info is not None else None
-        if held in ctx.model.classes:
-            for cls in in_file_mro(ctx.model.classes, ctx.model.classes[held]):
+        held = held_class(ctx.model.classes, info, func.attr) if info is not None else None
+        if held is not None:
+            for cls in in_file_mro(ctx.model.classes, held):
                 if f"{cls.name}.forward" in ctx.model.phase_position_params:
                     return ctx.model.phase_position_params[f"{cls.name}.forward"]
     return None

@@ -3,10 +3,10 @@ from __future__ import annotations
 import ast
 
 from ..diagnostics import DeleteLines, FixPlan, Replace
-from ..model.interpreter import dtype_fallback
+from ..model.interpreter import POSITION_NAMES, dtype_fallback
 from ..model.names import qualname
 from ..model.values import Dt, Role
-from .base import POSITION_NAMES, Rule, RuleContext, atom_code, cast_receiver
+from .base import Rule, RuleContext, append_keyword, atom_code, cast_receiver
 
 
 class IntegerTableCast(Rule):
@@ -66,11 +66,8 @@ class IntegerTableCast(Rule):
                            (Replace(cast.target_expr, f"{code}.device"),))
         if cast.method == "container":  # ``sin = pos.new_zeros(...)``: make the container float32
             torch, imports = ctx.torch_name()
-            call = ctx.code(cast.node)
-            head = call[: call.rstrip().rfind(")")].rstrip()
-            sep = "" if head.endswith(("(", ",")) else ", "
             return FixPlan("safe", f"allocate it as `{torch}.float32`",
-                           (Replace(cast.node, f"{head}{sep}dtype={torch}.float32)"), *imports))
+                           (Replace(cast.node, append_keyword(ctx, cast.node, f"dtype={torch}.float32")), *imports))
         if cast.method == "call" or cast.method.startswith("default:"):
             # The integer dtype reaches a same-file function that casts its tables to it: as an argument,
             # or as the fallback of a dtype argument the call leaves out.
@@ -81,11 +78,8 @@ class IntegerTableCast(Rule):
             if cast.method == "call":
                 return FixPlan("safe", f"pass `{replacement}` instead", (Replace(cast.target_expr, replacement), *extra))
             name = cast.method.split(":", 1)[1]
-            call = ctx.code(cast.node)
-            head = call[: call.rstrip().rfind(")")].rstrip()
-            sep = "" if head.endswith(("(", ",")) else ", "
             return FixPlan("safe", f"pass `{name}={replacement}`",
-                           (Replace(cast.node, f"{head}{sep}{name}={replacement})"), *extra))
+                           (Replace(cast.node, append_keyword(ctx, cast.node, f"{name}={replacement}")), *extra))
         fallback = _integer_fallback(ctx, cast)
         if fallback is not None:
             torch, imports = ctx.torch_name()

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import ast
 
+from ..model.interpreter import POSITION_NAMES
 from ..model.names import string_value
 from ..diagnostics import FixPlan, Replace
 from ..model.values import Dt, Role
-from .base import POSITION_NAMES, Rule, RuleContext, assigned_name, later_loads
+from .base import Rule, RuleContext, append_keyword, assigned_name, later_loads
 from .callsite import caller_dtype_fix
 from .casts import float32_fix
 
@@ -37,14 +38,13 @@ class LowPrecisionInvFreq(Rule):
             if cast.method == "new_tensor" and cast.target.dtype is Dt.INT:
                 owner = ctx.code(cast.target_expr) if cast.target_expr is not None else "an integer tensor"
                 torch, imports = ctx.torch_name()
-                call = ctx.code(cast.node)
-                head = call[: call.rstrip().rfind(")")].rstrip()
-                sep = "" if head.endswith(("(", ",")) else ", "
                 ctx.report(self.code, cast.node,
                            f"inverse frequencies copied into a tensor in the integer dtype of `{owner}`: every "
                            f"frequency below 1 truncates to 0, so all but the first pair stop rotating",
                            cast.scope, FixPlan("safe", f"make the copy `{torch}.float32`",
-                                               (Replace(cast.node, f"{head}{sep}dtype={torch}.float32)"), *imports)))
+                                               (Replace(cast.node, append_keyword(ctx, cast.node,
+                                                                                  f"dtype={torch}.float32")),
+                                                *imports)))
                 continue
             tensor = cast.target_expr
             if cast.method == "to" and isinstance(tensor, ast.Name) and cast.node.args and cast.node.args[0] is tensor \
