@@ -131,6 +131,16 @@ def in_file_mro(classes: dict[str, ClassInfo], info: ClassInfo) -> list[ClassInf
     return out
 
 
+def same_file_callable(model: FileModel, info: ClassInfo | None, name: str, *, method: bool = False) -> FunctionNode | None:
+    """The function ``name`` of this file, or with ``method`` the method ``name`` of ``info`` or an in-file base."""
+    if not method:
+        return model.functions.get(name)
+    for cls in in_file_mro(model.classes, info) if info is not None else ():
+        if name in cls.methods:
+            return cls.methods[name]
+    return None
+
+
 def held_class(classes: dict[str, ClassInfo], info: ClassInfo, attr: str) -> ClassInfo | None:
     """The class of this file that ``info`` (or a base) builds ``self.<attr>`` from in ``__init__``."""
     made = next((c.submodules[attr] for c in in_file_mro(classes, info) if attr in c.submodules), None)
@@ -161,6 +171,12 @@ class Summary:
     tensor_casts: tuple[tuple[str, Cast], ...] = ()
     # Casts of one parameter to another's dtype (``def _like(t, ref): return t.to(ref)``): (cast, target) names.
     param_casts: tuple[tuple[str, str, Cast], ...] = ()
+
+    @property
+    def reaches_arguments(self) -> bool:
+        """What a call passes can matter: the callee takes cos/sin of, multiplies or casts some parameter."""
+        return bool(self.trig_params or self.position_params or self.freq_params or self.int_casts
+                    or self.dtype_casts or self.tensor_casts or self.param_casts)
 
 
 @dataclass
@@ -1116,9 +1132,7 @@ class Interpreter:
         return UNKNOWN
 
     def _check_helper_trig(self, node: ast.Call, summary: Summary, bound: dict[str, Val], frame: Frame) -> None:
-        if not summary.trig_params and not summary.position_params and not summary.int_casts \
-                and not summary.dtype_casts and not summary.tensor_casts and not summary.freq_params \
-                and not summary.param_casts:
+        if not summary.reaches_arguments:
             return
         nodes = _argument_nodes(node, summary)
         if summary.dtype_casts:
@@ -1181,11 +1195,9 @@ class Interpreter:
     def _callee_node(self, node: ast.Call, frame: Frame) -> FunctionNode | None:
         func = node.func
         if isinstance(func, ast.Name):
-            return self.model.functions.get(func.id)
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
-                and frame.cls is not None:
-            found = self._find_method(frame.cls, func.attr)
-            return found[1] if found else None
+            return same_file_callable(self.model, None, func.id)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            return same_file_callable(self.model, frame.cls, func.attr, method=True)
         return None
 
     def _integer_tensor(self, arg: ast.expr, val: Val, frame: Frame) -> bool:

@@ -223,9 +223,8 @@ def _only_fed_to_full_helpers(ctx: RuleContext, site: ast.Call, scope: Scope) ->
                     if isinstance(inner, ast.Name) and inner.id == name:
                         allowed.add(id(inner))
                         fed = True
-        elif isinstance(node, ast.Call) and _phase_slots(ctx, node, scope) is not None:
+        elif isinstance(node, ast.Call) and (slots := _phase_slots(ctx, node, scope)) is not None:
             # ``apply_rope(x, positions)`` whose ``positions`` only ever enter its phase.
-            slots = _phase_slots(ctx, node, scope)  # type: ignore[assignment]
             given = [*zip(slots, node.args), *((k.arg, k.value) for k in node.keywords if k.arg in slots)]
             for slot, arg in given:
                 if slot and isinstance(arg, ast.Name) and arg.id == name:

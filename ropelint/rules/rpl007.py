@@ -5,7 +5,7 @@ from collections import defaultdict
 
 from ..diagnostics import DeleteLines, FixPlan, NodeEdit, Replace
 from ..model.events import Cast, Trig, TrigInHelper
-from ..model.interpreter import ACTIVATION_PARAMS, in_file_mro, is_cast_call, is_trig_call
+from ..model.interpreter import ACTIVATION_PARAMS, is_cast_call, is_trig_call, same_file_callable
 from ..model.values import Dt, Role
 from .base import Rule, RuleContext, assigned_name, later_loads, only_read_by, shape_only_reads
 
@@ -123,15 +123,10 @@ class TrigAfterDowncast(Rule):
                        f"dtype{why}", tuple(edits))
 
 
-def _helper(ctx: RuleContext, cast: Cast, name: str) -> ast.FunctionDef | None:
+def _helper(ctx: RuleContext, cast: Cast, name: str) -> ast.AST | None:
     """The same-file function, or method of the cast's class (or an in-file base), called ``name``."""
-    if name in ctx.model.functions:
-        return ctx.model.functions[name]  # type: ignore[return-value]
     info = ctx.model.classes.get(cast.scope.symbol.split(".")[0])
-    for cls in in_file_mro(ctx.model.classes, info) if info is not None else ():
-        if name in cls.methods:
-            return cls.methods[name]  # type: ignore[return-value]
-    return None
+    return same_file_callable(ctx.model, None, name) or same_file_callable(ctx.model, info, name, method=True)
 
 
 def _casts_its_tables(fn: ast.AST) -> bool:
