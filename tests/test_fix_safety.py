@@ -338,6 +338,29 @@ def test_a_matmul_of_unsqueezed_vectors_is_elementwise_only_when_both_are_one_di
     assert _fixes(stacked)["RPL003"][0] == "unsafe"
 
 
+def test_an_offset_annotated_int_keeps_the_positions_one_dimensional():
+    """`arange(n) + offset` keeps one axis when `offset: int` (Megatron's `get_freqs_non_repeated`), so the
+    guarded `[n, 1] @ [1, d]` matmul has a safe elementwise rewrite; an unannotated `offset` may be a
+    tensor of any shape and keeps the rewrite unsafe."""
+    source = textwrap.dedent('''\
+        import torch
+
+
+        def angles(dim, max_seq_len: int, offset: int = 0):
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            seq = torch.arange(max_seq_len, device=inv_freq.device, dtype=torch.float32) + offset
+            with torch.autocast(device_type=seq.device.type, enabled=False):
+                freqs = torch.matmul(seq.unsqueeze(1), inv_freq.unsqueeze(0))
+            return freqs.cos()
+        ''')
+    assert _fixes(source)["RPL004"][0] == "safe"
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False).fixed
+    assert "    freqs = (seq.unsqueeze(1) * inv_freq.unsqueeze(0))\n" in fixed and "autocast" not in fixed
+    untyped = source.replace("offset: int = 0", "offset=0")
+    assert untyped != source
+    assert _fixes(untyped)["RPL004"][0] == "unsafe"
+
+
 def test_an_activation_rotated_by_tables_is_not_a_table():
     """`x0 * cos - x1 * sin` cast back with `.type_as(x)` is the attention boundary, even when the
     tables come from a parameter named `freqs` (OpenELM's (cos, sin) pairs): no RPL006."""
