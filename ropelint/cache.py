@@ -21,8 +21,10 @@ from .diagnostics import Diagnostic, FileError, FileResult, FixInfo, TextEdit
 MAX_ENTRIES = 50_000
 
 
-def content_key(text: str) -> str:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+def content_key(text: str | bytes) -> str:
+    """``text`` as a string or as its UTF-8 bytes: both give the same key."""
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def _encode(result: FileResult) -> dict:

@@ -52,14 +52,16 @@ def _parse(text: str, selection: segments.Selection) -> tuple[ast.Module, segmen
 
 
 def check_text(path: str, text: str, codes: frozenset[str], *, prefilter: bool | None = None,
-               newline: str = "\n", syntax_all: bool = False, prefiltered: bool = False) -> FileResult:
+               newline: str = "\n", syntax_all: bool = False, prefiltered: bool = False,
+               data: bytes | None = None) -> FileResult:
     """Check one file's text. ``syntax_all``: also report syntax errors outside the parsed RoPE parts;
-    ``prefiltered``: the caller already knows the file passes the prefilter."""
+    ``prefiltered``: the caller already knows the file passes the prefilter; ``data``: the text's UTF-8
+    bytes, when the caller has them."""
     if text.startswith(vendor.HEADER_MARK):
         return _vendored(path, text, codes)
     use_prefilter = prefilter_enabled() if prefilter is None else prefilter
     if use_prefilter:
-        selection = segments.select(text) if prefiltered or segments.file_may_hold_rope(text) else None
+        selection = segments.select(text, data) if prefiltered or segments.file_may_hold_rope(text) else None
         if selection is None:
             error = syntax_error(path, text) if syntax_all else None
             return FileResult(path, error=error)

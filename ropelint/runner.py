@@ -57,13 +57,16 @@ def _run_task(task: Task) -> Done:
         source = read_source(task.path)
     except SourceError as exc:
         return Done(FileResult(task.display, error=FileError(task.display, exc.line, exc.column, str(exc))), None, None)
-    if task.prefilter and not segments.file_may_hold_rope(source.text):
+    # The file's bytes are its UTF-8 text unless a BOM or a coding cookie says otherwise: searched and
+    # split as they are, without encoding the text again.
+    data = source.raw if source.encoding == "utf-8" and not source.bom else None
+    if task.prefilter and not segments.file_may_hold_rope(source.text if data is None else data):
         error = syntax_error(task.display, source.text) if task.syntax_all else None
         marker = None if error is not None else ("-" if task.syntax_all else "")
         return Done(FileResult(task.display, error=error), marker, None)
     key = None
     if task.use_cache:
-        key = content_key(source.text) + ":" + ",".join(sorted(task.codes))
+        key = content_key(source.text if data is None else data) + ":" + ",".join(sorted(task.codes))
         if task.syntax_all:
             key += ":syntax"
         hit = _CACHE.get(key, task.display) if _CACHE is not None else None
@@ -72,7 +75,7 @@ def _run_task(task: Task) -> Done:
     from .engine import check_text
 
     result = check_text(task.display, source.text, task.codes, prefilter=task.prefilter, newline=source.newline,
-                        syntax_all=task.syntax_all, prefiltered=task.prefilter)
+                        syntax_all=task.syntax_all, prefiltered=task.prefilter, data=data)
     if not result.parsed:
         key = None if result.diagnostics or result.error is not None else ("-" if task.syntax_all else "")
     return Done(result, key, source if result.diagnostics else None)

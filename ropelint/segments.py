@@ -30,7 +30,14 @@ CLASS_PRUNE_MIN_LINES = 120
 _KEEP_METHODS = {"_apply"}
 
 
-def file_may_hold_rope(text: str) -> bool:
+_FILE_WORDS_BYTES = tuple(word.encode() for word in _FILE_WORDS)
+
+
+def file_may_hold_rope(text: str | bytes) -> bool:
+    """Bytes when the caller has them: half of a model library holds a non-ASCII character, which makes
+    its ``str`` wider and every search over it slower."""
+    if isinstance(text, bytes):
+        return b"torch" in text and any(word in text for word in _FILE_WORDS_BYTES)
     return "torch" in text and any(word in text for word in _FILE_WORDS)
 
 
@@ -405,9 +412,10 @@ def _with_keyword_constants(text: bytes, blocks: list[_Block],
     return sorted(kept + added) if added else kept
 
 
-def select(source: str) -> Selection | None:
-    """The segments worth parsing, or None when nothing in the file can hold RoPE code."""
-    text = source.encode("utf-8", "surrogatepass")
+def select(source: str, data: bytes | None = None) -> Selection | None:
+    """The segments worth parsing, or None when nothing in the file can hold RoPE code. ``data``: the
+    file's UTF-8 bytes when the caller read them (``source`` encoded, spared the encoding)."""
+    text = data if data is not None else source.encode("utf-8", "surrogatepass")
     blocks = _top_blocks(text)
     if not blocks:
         return None
@@ -474,10 +482,12 @@ def select(source: str) -> Selection | None:
             parts = _class_parts(lines, calls)
             if parts != [(0, len(lines))]:
                 all_kept = False
-            # Line ranges back to offsets: the class's lines are consecutive in the text.
+            # Line ranges back to offsets: the class's lines are consecutive in the text, split at the
+            # same ``\n`` in bytes as in text.
             bounds = [block.begin]
-            for ln in lines:
-                bounds.append(bounds[-1] + len(ln.encode("utf-8", "surrogatepass")))
+            for ln in text[block.begin:block.end].split(b"\n"):
+                bounds.append(bounds[-1] + len(ln) + 1)
+            bounds[-1] = block.end
             kept.extend((bounds[a], bounds[b], block.line + a) for a, b in parts)
         else:
             kept.append((block.begin, block.end, block.line))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # PEP 263: the cookie may sit on line 1 or 2.
@@ -27,6 +27,8 @@ class SourceFile:
     encoding: str
     bom: bool
     newline: str
+    # The bytes after any BOM, which ``text`` decodes; not compared (the text says the same).
+    raw: bytes = field(default=b"", compare=False, repr=False)
 
     def encode(self, text: str) -> bytes:
         data = text.encode(self.encoding)
@@ -36,7 +38,9 @@ class SourceFile:
 def _detect_encoding(data: bytes) -> tuple[str, bool]:
     if data.startswith(codecs.BOM_UTF8):
         return "utf-8", True
-    head = b"\n".join(data.split(b"\n", 2)[:2])
+    first = data.find(b"\n")
+    second = data.find(b"\n", first + 1) if first != -1 else -1
+    head = data[:second] if second != -1 else data  # lines 1 and 2, without copying the rest
     match = _COOKIE.search(head)
     if match:
         name = match.group(1).decode("ascii")
@@ -56,7 +60,7 @@ def decode(path: Path, data: bytes) -> SourceFile:
         line = raw[: exc.start].count(b"\n") + 1
         raise SourceError(f"cannot decode as {encoding}: {exc.reason}", line) from None
     newline = "\r\n" if "\r\n" in text[:4096] else "\n"
-    return SourceFile(path, text, encoding, bom, newline)
+    return SourceFile(path, text, encoding, bom, newline, raw)
 
 
 def read_source(path: Path) -> SourceFile:

@@ -137,3 +137,14 @@ def test_a_learnable_parameter_joins_the_override_through_learnable_names():
     assert unsafe.fixed.count("def _apply") == 1
     assert '("inv_freq", "original_inv_freq", "alpha"), *args, learnable=("alpha",), **kwargs)' in unsafe.fixed
     assert fix_text("scaled.py", unsafe.fixed, ALL, unsafe=True).fixed == unsafe.fixed
+
+
+def test_a_coding_cookie_counts_on_line_one_or_two_only():
+    from ropelint.source import SourceError, decode
+
+    second = decode(Path("a.py"), b"#!/usr/bin/env python\n# -*- coding: latin-1 -*-\nx = '\xe9'\n")
+    assert second.encoding == "iso8859-1" and second.text.endswith("x = '\xe9'\n")
+    assert second.raw.endswith(b"'\xe9'\n")
+    with pytest.raises(SourceError) as third:
+        decode(Path("a.py"), b"#!/usr/bin/env python\n\n# -*- coding: latin-1 -*-\nx = '\xe9'\n")
+    assert third.value.line == 4

@@ -10,6 +10,7 @@ same float32 values itself, on every call, and the module then survives a meta-d
 from __future__ import annotations
 
 import ast
+import functools
 
 from ..model.interpreter import ClassInfo
 from .base import RuleContext
@@ -44,8 +45,10 @@ def lazy_default(ctx: RuleContext, info: ClassInfo, name: str) -> tuple[str, str
     return specs.pop() if len(specs) == 1 else None
 
 
+@functools.lru_cache(maxsize=64)
 def _guarded(method: ast.AST):  # type: ignore[no-untyped-def]
-    """Every node of the method's body with the tests of the ``if`` statements it sits under."""
+    """Every node of the method's body with the tests of the ``if`` statements it sits under (asked once
+    per written name; the walk is shared)."""
     out: list = []  # type: ignore[type-arg]
 
     def visit(body: list, guards: list) -> None:  # type: ignore[type-arg]
