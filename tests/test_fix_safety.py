@@ -441,6 +441,44 @@ def test_a_float32_default_dtype_is_float32_only_while_no_caller_overrides_it():
     assert check_text("rotary.py", source.replace("_inv_freq_for", "inv_freq_for"), ALL).diagnostics == ()
 
 
+def test_a_phase_returned_in_a_dtype_parameter_takes_what_each_call_passes():
+    """`return phase.to(dtype)` in a public builder: the module that stores `build(..., dtype=torch.float32)`
+    (or leaves the float32 default) takes cos/sin of a float32 phase; one passing bfloat16 or the
+    activations' dtype rounds the angle first (RPL007 at the cast)."""
+    source = textwrap.dedent('''\
+        import math
+        import torch
+        from torch import nn
+
+
+        def precompute_angles(dim: int, max_len: int, dtype: torch.dtype = torch.float32):
+            exponent = torch.arange(0, dim, 2, dtype=torch.float64) / dim
+            inv_freq = torch.exp(-math.log(10000.0) * exponent)
+            pos = torch.arange(max_len, dtype=torch.float64)
+            return (pos[:, None] * inv_freq[None, :]).to(dtype)
+
+
+        class Rotary(nn.Module):
+            def __init__(self, head_dim=64, max_len=4096):
+                super().__init__()
+                self.head_dim, self.max_len = head_dim, max_len
+                self.angles = precompute_angles(head_dim, max_len, dtype=torch.float32)
+
+            def forward(self, x):
+                ang = self.angles[: x.size(1)]
+                return ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+        ''')
+    codes = lambda text: {d.code for d in check_text("rotary.py", text, ALL).diagnostics}  # noqa: E731
+    assert codes(source) == set()
+    defaulted = source.replace(", dtype=torch.float32)\n", ")\n")
+    assert defaulted != source and codes(defaulted) == set()
+    rounded = source.replace("dtype=torch.float32)\n", "dtype=torch.bfloat16)\n")
+    assert rounded != source and codes(rounded) == {"RPL007"}
+    per_call = source.replace("self.angles[: x.size(1)]",
+                              "precompute_angles(self.head_dim, self.max_len, dtype=x.dtype)[: x.size(1)]")
+    assert per_call != source and codes(per_call) == {"RPL007"}
+
+
 def test_dropping_a_cast_keeps_the_precedence_of_what_it_wrapped():
     """`1.0 - (emb.cos() * 2).to(position_ids.dtype)` loses its integer cast, not its parentheses; a whole
     assigned value needs none."""

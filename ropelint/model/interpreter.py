@@ -171,6 +171,8 @@ class Summary:
     tensor_casts: tuple[tuple[str, Cast], ...] = ()
     # Casts of one parameter to another's dtype (``def _like(t, ref): return t.to(ref)``): (cast, target) names.
     param_casts: tuple[tuple[str, str, Cast], ...] = ()
+    # ``dtype`` parameters defaulting to ``torch.float32``: a call that leaves one out gets float32.
+    float32_defaults: frozenset[str] = frozenset()
 
     @property
     def reaches_arguments(self) -> bool:
@@ -596,7 +598,7 @@ class Interpreter:
         inert = (len(self.model.products), len(self.model.trigs)) == before
         return Summary(ret, items, frozenset(frame.trig_params), frozenset(frame.position_params), tuple(params),
                        frozenset(frame.freq_params), inert, tuple(frame.int_casts), tuple(frame.dtype_casts),
-                       tuple(frame.tensor_casts), tuple(frame.param_casts))
+                       tuple(frame.tensor_casts), tuple(frame.param_casts), frozenset(_float32_defaulted(fn)))
 
     # ------------------------------------------------------------- statements
     def _block(self, body: list[ast.stmt], frame: Frame) -> None:
@@ -1085,6 +1087,10 @@ class Interpreter:
             summary = self._specialize(node, summary, bound)
             self._check_helper_trig(node, summary, bound, frame)
             chosen = bound.get(summary.returns.dtype_param) if summary.returns.dtype_param else None
+            if chosen is None and summary.returns.dtype_param in summary.float32_defaults \
+                    and not any(isinstance(a, ast.Starred) for a in node.args) \
+                    and all(k.arg is not None for k in node.keywords):
+                chosen = dtype_val(Dt.FULL)  # left out: the ``dtype=torch.float32`` default
             if chosen is not None and chosen.has(Role.DTYPE):
                 # ``self.get_seq_pos(n, dtype=torch.float32)``: the dtype the caller passed.
                 if chosen.dtype is Dt.FULL:
@@ -1642,7 +1648,10 @@ class Interpreter:
         if dt is Dt.FULL:
             return receiver.evolve(dtype=dt, site=None, earlier_sites=())
         earlier = receiver.sites if receiver.dtype.can_be_16bit and dt.can_be_16bit else ()
-        return receiver.evolve(dtype=dt, site=node, earlier_sites=earlier)
+        # ``return phase.to(dtype)`` with ``dtype`` a parameter: a caller passing ``dtype=torch.float32`` gets float32.
+        chosen_by = target.param if target.param is not None and (target.param == "dtype" or target.param.endswith(
+            "_dtype")) and target.has(Role.DTYPE) else receiver.dtype_param
+        return receiver.evolve(dtype=dt, site=node, earlier_sites=earlier, dtype_param=chosen_by)
 
     def _cast(self, node: ast.Call, method: str, receiver: Val, target: Val,
               target_node: ast.expr | None, frame: Frame) -> None:
