@@ -64,3 +64,40 @@ def test_a_contraction_over_a_stack_of_a_few_axes_is_safe_and_any_other_is_not()
                                                                                 "def rotary_phase(coords, mixing, dim,")
     fixes = {d.code: d.fix.safety for d in check_text("r.py", learned, frozenset(BY_CODE)).diagnostics if d.fix}
     assert fixes.get("RPL003") == "unsafe"
+
+
+def test_a_stack_returned_by_a_helper_of_the_file_counts_as_a_few_axes():
+    """RoPE-Mixed: `coords = init_coords(w, h)` returns `torch.stack([t_x, t_y], dim=-1)`, contracted with
+    `[2, heads, d]` frequencies under a disabled-autocast guard: the guard goes and the einsum becomes a
+    two-term broadcast sum (safe), equal to the einsum in float64 and float32 under CPU bf16 autocast."""
+    source = '''import torch
+
+
+def init_coords(end_x: int, end_y: int):
+    t = torch.arange(end_x * end_y, dtype=torch.float32)
+    t_x = t % end_x
+    t_y = torch.div(t, end_x, rounding_mode="floor")
+    return torch.stack([t_x, t_y], dim=-1)
+
+
+def rotary_phase(freqs, w, h):
+    coords = init_coords(w, h)
+    with torch.autocast("cpu", enabled=False):
+        angles = torch.einsum("nk,khd->hnd", coords, freqs)
+    return angles.cos(), angles.sin()
+'''
+    from ropelint.engine import check_text
+
+    [found] = check_text("r.py", source, frozenset(BY_CODE)).diagnostics
+    assert found.code == "RPL004" and found.fix.safety == "safe"
+    outcome = fix_text("rotary.py", source, frozenset(BY_CODE), unsafe=False)
+    assert "einsum" not in outcome.fixed and "autocast" not in outcome.fixed and outcome.remaining.diagnostics == ()
+    fixed_ns: dict = {}
+    exec(compile(outcome.fixed, "<fixed>", "exec"), fixed_ns)  # noqa: S102 - the test's own source
+    freqs = torch.rand(2, 3, 8) * 0.9 + 0.1
+    expected = torch.einsum("nk,khd->hnd", fixed_ns["init_coords"](40, 30).double(), freqs.double())
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cos, sin = fixed_ns["rotary_phase"](freqs, 40, 30)
+    assert cos.dtype == torch.float32
+    torch.testing.assert_close(cos.double(), expected.cos(), rtol=0, atol=2e-4)
+    torch.testing.assert_close(sin.double(), expected.sin(), rtol=0, atol=2e-4)

@@ -479,6 +479,36 @@ def test_a_phase_returned_in_a_dtype_parameter_takes_what_each_call_passes():
     assert per_call != source and codes(per_call) == {"RPL007"}
 
 
+def test_kv_cache_offsets_filled_as_long_give_their_integer_dtype_to_the_tables():
+    """`seqlen_offsets` (plural: a tensor, not a length) made `torch.full(..., dtype=torch.long)` when an int
+    is passed: its dtype handed to the table builder truncates the tables (RPL001 at the call), and the
+    safe fix passes the queries' dtype."""
+    source = textwrap.dedent('''\
+        import torch
+
+
+        def _cos_sin(positions, rotary_dim: int, base: float, dtype: torch.dtype):
+            inv_freq = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float32) / rotary_dim))
+            freqs = positions.unsqueeze(-1).to(torch.float32) * inv_freq
+            return freqs.cos().to(dtype), freqs.sin().to(dtype)
+
+
+        def apply_rotary(q, seqlen_offsets=0, rotary_dim=64, base=10000.0):
+            batch, seqlen = q.shape[:2]
+            if isinstance(seqlen_offsets, int):
+                seqlen_offsets = torch.full((batch,), seqlen_offsets, dtype=torch.long, device=q.device)
+            dtype = seqlen_offsets.dtype
+            positions = seqlen_offsets[:, None] + torch.arange(seqlen, device=q.device, dtype=dtype)
+            cos, sin = _cos_sin(positions, rotary_dim, base, dtype)
+            return q * cos[:, :, None] + q * sin[:, :, None]
+        ''')
+    assert _fixes(source)["RPL001"][0] == "safe"
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False)
+    assert "_cos_sin(positions, rotary_dim, base, q.dtype)" in fixed.fixed and fixed.remaining.diagnostics == ()
+    filled_float = source.replace("dtype=torch.long", "dtype=torch.float32")
+    assert filled_float != source and "RPL001" not in _fixes(filled_float)
+
+
 def test_dropping_a_cast_keeps_the_precedence_of_what_it_wrapped():
     """`1.0 - (emb.cos() * 2).to(position_ids.dtype)` loses its integer cast, not its parentheses; a whole
     assigned value needs none."""

@@ -72,8 +72,9 @@ ACTIVATION_PARAMS = re.compile(
 SCALAR_PARAMS = re.compile(
     r"(seq_len|seqlen|max_seq|max_position|^end$|(^|_)dim$|head_dim|channels|^base$|theta|^n_elem$|length|factor|scale)"
 )
-# Plural lengths are tensors (``cu_seqlens``, ``lengths``), not the scalar a ``seq_len`` is.
-TENSOR_PARAMS = re.compile(r"^cu_|(?:seqlens|lengths|lens)$")
+# Plural lengths and offsets are tensors (``cu_seqlens``, ``lengths``, ``seqlen_offsets``), not the scalar a
+# ``seq_len`` is.
+TENSOR_PARAMS = re.compile(r"^cu_|(?:seqlens|lengths|lens|offsets)$")
 POSITION_ARGS = re.compile(r"seq|len|max|pos|end|ctx|cache|length|tokens|time|frame|^[thwTHWn]$|size|shape")
 EXPONENT_ARGS = re.compile(r"dim|half|rot|n_elem|head|feat|channels|//\s*2\b")
 SHAPE_METHODS = {
@@ -1392,6 +1393,9 @@ class Interpreter:
         if tail == "get_default_dtype":
             return dtype_val(Dt.RUNTIME, site=node)
         if tail in ("ones_like", "zeros_like", "ones", "zeros", "empty", "full", "randn", "rand"):
+            dt = kvals.get("dtype")
+            if dt is not None and dt.has(Role.DTYPE) and dt.dtype is Dt.INT:
+                return Val(frozenset(), Dt.INT)  # ``torch.full((b,), offset, dtype=torch.long)``: integers
             return UNKNOWN
         if tail in SHAPE_METHODS and vals:
             return vals[0].evolve(last_is_one=False, second_last_is_one=False, vector=False)

@@ -4,6 +4,7 @@ import ast
 
 from ..diagnostics import FixPlan, Replace
 from ..model.events import Product
+from ..model.interpreter import same_file_callable
 from ..model.names import number, qualname, string_value
 from ..model.values import Dt
 from .base import Rule, RuleContext, as_float32, is_atom
@@ -124,6 +125,7 @@ def _stacked_axis(ctx: RuleContext, product: Product, operand: ast.AST, axis: in
     """``operand`` (or the one value its name is assigned) is ``torch.stack([...], dim=...)`` of at most a
     few tensors along ``axis`` of its ``rank`` axes, maybe followed by ``.float()``/``.to(...)``."""
     operand = _operand_source(product, operand)
+    operand = _returned_by_helper(ctx, operand) or operand
     if not (isinstance(operand, ast.Call) and (qualname(operand.func, ctx.imports) or "") == "torch.stack"
             and operand.args and isinstance(operand.args[0], (ast.List, ast.Tuple))):
         return False
@@ -133,6 +135,22 @@ def _stacked_axis(ctx: RuleContext, product: Product, operand: ast.AST, axis: in
     if dim is None or not 0 < len(items) <= SMALL_CONTRACTION or any(isinstance(i, ast.Starred) for i in items):
         return False
     return dim == axis or dim == axis - rank
+
+
+def _returned_by_helper(ctx: RuleContext, operand: ast.AST | None) -> ast.AST | None:
+    """For ``init_coords(w, h)``, a function of this file with a single ``return``: what it returns (the
+    one value a returned name is assigned)."""
+    if not (isinstance(operand, ast.Call) and isinstance(operand.func, ast.Name)):
+        return None
+    fn = same_file_callable(ctx.model, None, operand.func.id)
+    returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)] if fn is not None else []
+    if len(returns) != 1 or returns[0].value is None:
+        return None
+    value = returns[0].value
+    if isinstance(value, ast.Name):
+        found = assigned_value(fn, value.id, returns[0])
+        return found[0] if found is not None and found[1] is None else None
+    return value
 
 
 def _operand_source(product: Product, operand: ast.AST) -> ast.AST | None:
