@@ -101,3 +101,40 @@ def rotary_phase(freqs, w, h):
     assert cos.dtype == torch.float32
     torch.testing.assert_close(cos.double(), expected.cos(), rtol=0, atol=2e-4)
     torch.testing.assert_close(sin.double(), expected.sin(), rtol=0, atol=2e-4)
+
+
+def test_tensordot_with_dims_zero_is_an_outer_product_and_any_other_contraction_gets_no_rewrite():
+    """ESM-style `torch.tensordot(t, inv_freq, dims=0)` runs in bfloat16 under CPU autocast (measured here);
+    the rewrite `t[..., None] * inv_freq` stays float32 and equals it; `dims=1` is a contraction that no
+    broadcast rewrite reproduces, so it is reported without a fix."""
+    source = '''import torch
+
+
+def tables(seq_len, dim=64, base=10000.0):
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+    t = torch.arange(seq_len, dtype=torch.float32)
+    freqs = torch.tensordot(t, inv_freq, dims=0)
+    return freqs.cos(), freqs.sin()
+'''
+    from ropelint.engine import check_text
+
+    [found] = check_text("r.py", source, frozenset(BY_CODE)).diagnostics
+    assert found.code == "RPL003" and found.fix.safety == "safe"
+    outcome = fix_text("rotary.py", source, frozenset(BY_CODE), unsafe=False)
+    assert "    freqs = (t[..., None] * inv_freq)\n" in outcome.fixed and outcome.remaining.diagnostics == ()
+    before: dict = {}
+    after: dict = {}
+    exec(compile(source, "<orig>", "exec"), before)  # noqa: S102 - the test's own source
+    exec(compile(outcome.fixed, "<fixed>", "exec"), after)  # noqa: S102
+    t = torch.arange(40000, dtype=torch.float64)
+    inv = 1.0 / (10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+    reference = torch.outer(t, inv).cos()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cos_before, _ = before["tables"](40000)
+        cos_after, _ = after["tables"](40000)
+    assert (cos_before.double() - reference).abs().max().item() > 0.5  # the bf16 phase is wrong
+    torch.testing.assert_close(cos_after.double(), reference, rtol=0, atol=5e-3)
+    contraction = source.replace("dims=0", "dims=1").replace("torch.tensordot(t, inv_freq", "torch.tensordot(t[:, None], inv_freq[None]")
+    assert contraction != source
+    [found] = check_text("r.py", contraction, frozenset(BY_CODE)).diagnostics
+    assert found.code == "RPL003" and found.fix is None

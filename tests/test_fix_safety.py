@@ -509,6 +509,37 @@ def test_kv_cache_offsets_filled_as_long_give_their_integer_dtype_to_the_tables(
     assert filled_float != source and "RPL001" not in _fixes(filled_float)
 
 
+def test_a_forward_that_converts_its_coordinates_to_float_falls_back_to_their_integer_dtype():
+    """`dtype = dtype or coords.dtype` in a `forward` that itself computes with `coords.float()`: callers pass
+    integer grid coordinates (RPL001, fixed by falling back to float32). Without the conversion, or in a
+    method this file calls (its call sites decide), nothing is claimed."""
+    source = textwrap.dedent('''\
+        import torch
+        from torch import nn
+
+
+        class Axial2D(nn.Module):
+            def __init__(self, head_dim=64, theta=100.0):
+                super().__init__()
+                self.head_dim, self.theta = head_dim, theta
+
+            def forward(self, coords, dtype=None):
+                dtype = dtype or coords.dtype
+                exps = torch.arange(0, self.head_dim // 2, 2, dtype=torch.float32) / (self.head_dim // 2)
+                freqs = (coords.float().unsqueeze(-1) * self.theta ** -exps).flatten(-2)
+                return freqs.cos().to(dtype), freqs.sin().to(dtype)
+        ''')
+    fixes = _fixes(source)
+    assert fixes["RPL001"] == ("safe", "fall back to `torch.float32` instead of `coords.dtype` (a dtype the caller "
+                                       "passes still wins)")
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False)
+    assert "dtype = dtype or torch.float32\n" in fixed.fixed and fixed.remaining.diagnostics == ()
+    unconverted = source.replace("coords.float().unsqueeze(-1)", "coords.unsqueeze(-1)")
+    assert unconverted != source and "RPL001" not in _fixes(unconverted)
+    renamed = source.replace("def forward(self, coords", "def tables(self, coords")
+    assert renamed != source and "RPL001" not in _fixes(renamed)
+
+
 def test_dropping_a_cast_keeps_the_precedence_of_what_it_wrapped():
     """`1.0 - (emb.cos() * 2).to(position_ids.dtype)` loses its integer cast, not its parentheses; a whole
     assigned value needs none."""

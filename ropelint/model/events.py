@@ -33,7 +33,7 @@ class Product:
     """Positions combined with inverse frequencies: the phase."""
 
     node: ast.AST
-    form: str  # "matmul", "einsum-matmul", "einsum-sum", "einsum", "outer", "elementwise"
+    form: str  # "matmul", "einsum-matmul", "einsum-sum", "einsum", "outer", "elementwise", "linear", "tensordot"
     freq: Val
     positions: Val
     guard: Guard | None

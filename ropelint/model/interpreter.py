@@ -1345,7 +1345,10 @@ class Interpreter:
             if len(operands) == 2:
                 if tail == "mm":
                     operands = [self._matrix_operand(v, n) for v, n in zip(operands, opnodes)]
-                result = self._product_or_arith(node, "matmul", operands[0], operands[1], frame, opnodes)
+                # ``tensordot(a, b, dims=...)`` contracts axes its own way: a form of its own, so no matmul
+                # rewrite is applied to it (``dims=0`` is the outer product, still on autocast's list).
+                form = "tensordot" if tail == "tensordot" else "matmul"
+                result = self._product_or_arith(node, form, operands[0], operands[1], frame, opnodes)
                 if result is not None:
                     return result
             return UNKNOWN

@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 
 from ..diagnostics import DeleteLines, FixPlan, Replace
-from ..model.interpreter import POSITION_NAMES, dtype_fallback
+from ..model.interpreter import ACTIVATION_PARAMS, POSITION_NAMES, dtype_fallback
 from ..model.names import qualname
 from ..model.values import Dt, Role
 from .base import Rule, RuleContext, append_keyword, atom_code, cast_receiver
@@ -17,15 +17,15 @@ class IntegerTableCast(Rule):
             if not (cast.receiver.has(Role.TABLE) or cast.receiver.has(Role.PHASE)):
                 continue
             maybe = cast.target.dtype is not Dt.INT and _positions_dtype(cast)
-            if cast.target.dtype is not Dt.INT and not maybe:
+            fallback = _integer_fallback(ctx, cast)
+            if cast.target.dtype is not Dt.INT and not maybe and fallback is None:
                 continue
             what = "phase" if cast.receiver.has(Role.PHASE) else "cos/sin table"
             target = ctx.code(cast.target_expr) if cast.target_expr is not None else "an integer dtype"
             source = cast.target.param
-            fallback = _integer_fallback(ctx, cast)
             if fallback is not None:
                 what = f"{what} cast to `{target}`, which without a dtype argument is"
-                target = source
+                target = fallback.value.id  # type: ignore[attr-defined]
             elif source is not None and cast.target.has(Role.DTYPE) and source not in target:
                 target = source  # ``dtype, device = ids.dtype, ids.device`` ... ``cos.to(dtype)``
             if fallback is None:
@@ -130,9 +130,13 @@ def _integer_fallback(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignor
     the ``position_ids.dtype`` operand: the dtype a call without ``dtype`` gets."""
     found = dtype_fallback(cast.scope, cast.target_expr)
     fallback = found[1] if found is not None else None
-    if fallback is None or fallback.value.id != cast.target.param:  # type: ignore[attr-defined]
+    if fallback is None:
         return None
-    return fallback
+    name = fallback.value.id  # type: ignore[attr-defined]
+    if name == cast.target.param or (cast.target.dtype is not Dt.INT and name in cast.scope.params
+                                     and _made_float_for_the_phase(cast, name)):
+        return fallback
+    return None
 
 
 def _tensor_target(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[no-untyped-def]
@@ -153,4 +157,19 @@ def _positions_dtype(cast) -> bool:  # type: ignore[no-untyped-def]
     target = cast.target
     return target.has(Role.DTYPE) and target.dtype in (Dt.RUNTIME, Dt.UNKNOWN) and target.param is not None \
         and POSITION_NAMES.match(target.param) is not None and target.param in cast.scope.params
+
+
+def _made_float_for_the_phase(cast, name: str) -> bool:  # type: ignore[no-untyped-def]
+    """In a ``forward`` (called from outside the file, so no call site says what it gets), the parameter is
+    converted to float32 for the phase (``coords.float() * scale``) and is no activation: coordinates or ids
+    that callers pass as integers, as the conversion says."""
+    fn = cast.scope.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or fn.name != "forward" \
+            or ACTIVATION_PARAMS.match(name) or not cast.receiver.has(Role.TABLE):
+        return False
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "float" \
+                and not node.args and isinstance(node.func.value, ast.Name) and node.func.value.id == name:
+            return True
+    return False
 

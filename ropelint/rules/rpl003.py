@@ -10,7 +10,7 @@ from ..model.values import Dt
 from .base import Rule, RuleContext, as_float32, is_atom
 from .construction import assigned_value
 
-MATMUL_FORMS = ("matmul", "einsum-sum", "einsum-matmul", "linear")
+MATMUL_FORMS = ("matmul", "einsum-sum", "einsum-matmul", "linear", "tensordot")
 
 
 def elementwise_code(ctx: RuleContext, product: Product) -> str | None:
@@ -206,8 +206,32 @@ def _float32(ctx: RuleContext, operand: ast.AST, val) -> str:  # type: ignore[no
     return ctx.code(operand) if is_atom(operand) else f"({ctx.code(operand)})"
 
 
+def _tensordot_outer(ctx: RuleContext, product: Product) -> str | None:
+    """``torch.tensordot(a, b, dims=0)``, the outer product over all axes (shape ``a.shape + b.shape``), as a
+    broadcast product: ``a[..., None] * b`` for a one-axis ``b``, else ``a`` reshaped with ``b.dim()`` unit
+    axes (``a`` must be a name: it is read twice). None for a real contraction (``dims`` not 0)."""
+    node = product.node
+    if not isinstance(node, ast.Call) or len(product.operands) != 2:
+        return None
+    dims = next((k.value for k in node.keywords if k.arg == "dims"), node.args[2] if len(node.args) > 2 else None)
+    if dims is None or _int_literal(dims) != 0:
+        return None  # ``dims`` defaults to 2: a contraction
+    (left, right), (lval, rval) = product.operands, product.operand_vals
+    lcode, rcode = _float32(ctx, left, lval), _float32(ctx, right, rval)
+    if rval.vector:
+        return f"({lcode}[..., None] * {rcode})"
+    if isinstance(left, ast.Name) and lval.dtype is Dt.FULL:
+        return f"({lcode}.reshape(*{lcode}.shape, *[1] * {rcode}.dim()) * {rcode})"
+    return None
+
+
 def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
     lval, rval = product.operand_vals if len(product.operand_vals) == 2 else (None, None)
+    if product.form == "tensordot":
+        code = _tensordot_outer(ctx, product)
+        if code is None:
+            return None
+        return FixPlan("safe", "form the phase as an elementwise float32 product", (Replace(product.node, code),))
     if product.form == "linear":
         if lval is None or rval is None:
             return None
@@ -243,7 +267,8 @@ class MatmulPhase(Rule):
         for product in ctx.model.products:
             if product.form not in MATMUL_FORMS or product.guard is not None:
                 continue
-            kind = {"matmul": "a matmul", "linear": "`F.linear` (a matmul)"}.get(product.form,
+            kind = {"matmul": "a matmul", "linear": "`F.linear` (a matmul)",
+                    "tensordot": "`tensordot` (a matmul)"}.get(product.form,
                                                                                "an einsum that sums an index")
             message = (f"phase formed by {kind}: under autocast it runs in bfloat16/float16 even with float32 "
                        f"inputs (phase error 235 rad at position 131071); use an elementwise product")

@@ -5,7 +5,7 @@ import ast
 from ..diagnostics import DeleteLines, FixPlan, NodeEdit, Replace
 from ..model.events import Guard, Product
 from .base import Rule, RuleContext
-from .rpl003 import elementwise_rewrite
+from .rpl003 import MATMUL_FORMS, elementwise_rewrite
 
 
 class AutocastGuard(Rule):
@@ -28,7 +28,7 @@ class AutocastGuard(Rule):
         edits: list[NodeEdit] = []
         safe = True
         for product in products:
-            if product.form in ("matmul", "einsum-matmul", "einsum-sum", "linear"):
+            if product.form in MATMUL_FORMS:
                 plan = elementwise_rewrite(ctx, product)
                 if plan is None:
                     return None
