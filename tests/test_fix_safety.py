@@ -361,6 +361,23 @@ def test_an_offset_annotated_int_keeps_the_positions_one_dimensional():
     assert _fixes(untyped)["RPL004"][0] == "unsafe"
 
 
+def test_an_int_annotated_stride_keeps_integer_positions_integer():
+    """`arange(n) * q_stride` with `q_stride: int` is int64 (no 16-bit positions, no RPL005); with
+    `q_stride: float` it takes the default dtype, which may be bfloat16 (RPL005)."""
+    source = textwrap.dedent('''\
+        import torch
+
+
+        def phase(n: int, q_stride: int = 1, dim: int = 64):
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            pos = torch.arange(n) * q_stride
+            return (pos[:, None] * inv_freq[None, :]).cos()
+        ''')
+    assert "RPL005" not in _fixes(source)
+    scaled = source.replace("q_stride: int = 1", "q_stride: float = 1.0")
+    assert scaled != source and "RPL005" in _fixes(scaled)
+
+
 def test_an_activation_rotated_by_tables_is_not_a_table():
     """`x0 * cos - x1 * sin` cast back with `.type_as(x)` is the attention boundary, even when the
     tables come from a parameter named `freqs` (OpenELM's (cos, sin) pairs): no RPL006."""

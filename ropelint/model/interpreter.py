@@ -567,10 +567,11 @@ class Interpreter:
                 guards.append(guard)
         # Only a parameter the name alone would call inverse frequencies needs the walk for cos/sin.
         env = {p: self._param_val(p) for p in params}
-        for p in _number_annotated(fn):
-            # ``offset: int = 0``: a number, whatever the name says, so ``arange(n) + offset`` keeps one axis.
+        for p, kind in _number_annotated(fn).items():
+            # ``offset: int = 0``: a number, whatever the name says, so ``arange(n) + offset`` keeps one axis;
+            # and an ``int`` one (``* q_stride``) keeps an integer tensor integer, as a Python int does.
             if p in env and env[p].roles <= {Role.POSITIONS} and env[p].dtype is Dt.UNKNOWN:
-                env[p] = Val(frozenset({Role.SCALAR}), param=p)
+                env[p] = Val(frozenset({Role.SCALAR}), param=p, literal=0 if kind == "int" else 0.0)
         if any(v.has(Role.INV_FREQ) for v in env.values()):
             env.update({p: self._param_val(p, takes_trig=True) for p in _trig_operands(fn) if p in env})
         frame = Frame(env, {}, scope, cls, guards)
@@ -1951,10 +1952,10 @@ def _defaults_to_false(node: ast.AST, fn: ast.AST | None) -> bool:
     return any(name == node.id and bool_literal(default) is False for name, default in _defaults(fn))
 
 
-def _number_annotated(fn: FunctionNode) -> list[str]:
-    """Parameters annotated ``int``, ``float``, ``Optional[int]`` or ``int | None``."""
+def _number_annotated(fn: FunctionNode) -> dict[str, str]:
+    """Parameters annotated ``int``, ``float``, ``Optional[int]`` or ``int | None``: name -> "int" or "float"."""
     a = fn.args
-    out = []
+    out = {}
     for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs):
         ann = arg.annotation
         if isinstance(ann, ast.Subscript) and (dotted(ann.value) or [""])[-1] == "Optional":
@@ -1962,7 +1963,7 @@ def _number_annotated(fn: FunctionNode) -> list[str]:
         elif isinstance(ann, ast.BinOp) and isinstance(ann.op, ast.BitOr) and isinstance(ann.right, ast.Constant):
             ann = ann.left
         if isinstance(ann, ast.Name) and ann.id in ("int", "float"):
-            out.append(arg.arg)
+            out[arg.arg] = ann.id
     return out
 
 
