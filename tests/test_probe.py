@@ -1163,3 +1163,19 @@ def test_activations_in_the_autocast_dtype_avoid_the_mixed_dtype_autocast_error(
                                                                        ("bfloat16", "cpu-fp16")}
     by_autocast = run_matrix(target, symbol="CorrectRotary", positions=positions, activations="autocast")
     assert (by_autocast.passed, by_autocast.controls_passed) == (24, 6)
+
+
+@pytest.mark.skipif(torch.cuda.is_available() or not sys.platform.startswith("linux"),
+                    reason="the cap is for CPU runs on Linux")
+def test_the_probe_caps_its_address_space_below_the_physical_memory():
+    """A module that allocates something quadratic in the probe's 131074 positions must fail inside the
+    candidate loop, not take the machine's memory: the command caps the address space (CPU only)."""
+    code = ("import os, resource; from ropelint.probe.command import cap_address_space, MEMORY_SHARE; "
+            "cap = cap_address_space(); soft = resource.getrlimit(resource.RLIMIT_AS)[0]; "
+            "total = os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES'); "
+            "import torch; big = None\n"
+            "try:\n    big = torch.empty(int(total * 0.9) // 4, dtype=torch.float32)\nexcept RuntimeError:\n    pass\n"
+            "print(cap is not None, soft <= total * MEMORY_SHARE, big is None)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", "True"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -25,6 +26,32 @@ from ropelint.probe.render import json_document, render_error_text, render_text
 from ropelint.probe.results import ProbeReport
 
 TORCH_MISSING = "ropelint probe needs torch: pip install 'ropelint[torch]'"
+# Share of the physical memory the probe may map (CPU only).
+MEMORY_SHARE = 0.8
+
+
+def cap_address_space() -> int | None:
+    """Cap this process's address space at ``MEMORY_SHARE`` of the physical memory, so that a module
+    building something quadratic in the 131074 probe positions fails with an error the candidate loop
+    reports, instead of being killed by the kernel with the rest of the run. Not when CUDA is
+    available: its driver maps far more address space than it uses. The cap set, or None."""
+    try:
+        import resource
+
+        import torch
+
+        if torch.cuda.is_available():
+            return None
+        cap = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * MEMORY_SHARE)
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            cap = min(cap, hard)
+        if soft == resource.RLIM_INFINITY or soft > cap:
+            resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+            return cap
+    except (ImportError, ValueError, OSError, AttributeError):  # no ``resource`` (Windows), no sysconf
+        pass
+    return None
 
 HELP = """Run rotary classes or functions through the precision matrix and report which
 cases keep float32 accuracy.
@@ -154,6 +181,7 @@ def probe(ctx: click.Context, targets: tuple[str, ...], positions: str | None,
         click.echo(TORCH_MISSING, err=True)
         ctx.exit(2)
 
+    cap_address_space()
     from ropelint.probe.invoke import ProbeSetupError
     from ropelint.probe.runner import run_matrix
 
