@@ -56,6 +56,11 @@ MATRIX_DOES_NOT_REACH = {
     ("table_casts_across_functions.py", "DefaultDtypeRotary"): "called without `dtype`",
     ("table_casts_across_functions.py", "RegrowingRotary"): "a cache that must grow",
 }
+# Public builders that return the phase in the dtype their caller names: the probe names the case's
+# 16-bit dtype, which the contract honours; this file's own call names float32 (no finding).
+CALLER_NAMES_THE_DTYPE = {
+    ("offsets_grids_and_outer_forms.py", "precompute_angles"): "precompute_angles(dim, max_len, base, dtype=torch.float32)",
+}
 
 
 @pytest.mark.parametrize(("name", "symbol"), _targets(), ids=lambda v: str(v))
@@ -68,6 +73,10 @@ def test_fixed_module_passes_the_matrix(name: str, symbol: str):
     if "wrong even in float32" in report.how:
         pytest.skip(f"the probe could not infer how to call {symbol}: {report.how}")
     assert report.total == 24 and report.controls_total == 6
+    if (name, symbol) in CALLER_NAMES_THE_DTYPE:
+        assert CALLER_NAMES_THE_DTYPE[name, symbol] in fixed.read_text() and not left
+        assert report.controls_passed == 6 and report.passed < 24, report.verdict
+        return
     assert (report.passed, report.controls_passed) == (24, 6), report.verdict
 
     original = FIXTURES / "cases" / name
@@ -117,6 +126,7 @@ OUTSIDE_THE_FIX = {
     # forward reads `int(position_ids.max())` to decide whether the cache must grow.
     ("table_casts_across_functions.py", "RegrowingRotary"): ("export", "meta"),
     ("helper_dtype_flows.py", "CastingTablesRotary"): ("export", "meta"),
+    ("offsets_grids_and_outer_forms.py", "SequenceFirstAngles"): ("meta",),
 }
 
 
@@ -272,3 +282,44 @@ def test_grid_rotaries_keep_their_positions_and_bands_float32_after_the_fix():
     assert errors["cases"][0] > 0.1 and errors["cases"][1] > 0.1
     assert errors["fixed"][0] <= cat_allowed
     assert errors["fixed"][1] <= 2 * (end_x + 1) * 2**-24 + 2**-23
+
+
+def test_offset_and_grid_rotaries_the_probe_cannot_call_are_exact_after_the_fix():
+    """`apply_rotary_with_offsets` (KV-cache offsets, int or int64 tensor) and `AxialGridRotary` (an int64
+    (row, col) grid) take inputs the probe's 1-D positions cannot feed, so they are measured here: the
+    originals' tables are int64 (rotated queries off by whole units, tables of -1, 0 and 1); the fixed
+    ones are within the float32 tolerance of a float64 reference, also under CPU autocast."""
+    original = load_file(str(FIXTURES / "cases" / "offsets_grids_and_outer_forms.py"))
+    fixed = load_file(str(FIXTURES / "fixed" / "offsets_grids_and_outer_forms.py"))
+    torch.manual_seed(0)
+    q = torch.randn(3, 2, 2, 64)
+    offsets = torch.tensor([1000, 8190, 30000])
+    positions = offsets[:, None] + torch.arange(2)
+    cos_ref, sin_ref = _reference_tables(positions, 64)
+    q64 = q.double()
+    half = torch.cat((-q64[..., 32:], q64[..., :32]), dim=-1)
+    rotated_ref = q64 * cos_ref[:, :, None] + half * sin_ref[:, :, None]
+    allowed = (2 * (30001 + 1) * 2**-24 + 2**-23) * 2 * q.abs().max().item()
+    assert (original.apply_rotary_with_offsets(q, offsets).double() - rotated_ref).abs().max() > 0.5
+    for autocast in (None, torch.bfloat16):
+        with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+            for given in (offsets, 1000):
+                out = fixed.apply_rotary_with_offsets(q, given)
+                want = rotated_ref if given is offsets else (
+                    q64 * _reference_tables(1000 + torch.arange(2), 64)[0][None, :, None]
+                    + half * _reference_tables(1000 + torch.arange(2), 64)[1][None, :, None])
+                assert out.dtype == torch.float32 and (out.double() - want).abs().max().item() <= allowed
+
+    grid = original.AxialGridRotary.grid(96, 96)
+    bands = 1.0 / (100.0 ** (torch.arange(0, 32, 2, dtype=torch.float64) / 32))
+    angles = (grid.double()[..., None] * bands).repeat(1, 1, 2).flatten(-2)
+    assert set(original.AxialGridRotary(64)(grid)[0].unique().tolist()) <= {-1, 0, 1}
+    for convert in (lambda m: m, lambda m: m.bfloat16()):
+        for autocast in (None, torch.bfloat16, torch.float16):
+            rotary = convert(fixed.AxialGridRotary(64))
+            with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+                cos, sin = rotary(grid)
+            assert cos.dtype == torch.float32
+            allowed_grid = 2 * (95 + 1) * 2**-24 + 2**-23
+            assert (cos.double() - angles.cos()).abs().max().item() <= allowed_grid
+            assert (sin.double() - angles.sin()).abs().max().item() <= allowed_grid
