@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import textwrap
+
+import pytest
 
 from ropelint.engine import check_text
 from ropelint.fixer import fix_text
@@ -555,6 +558,59 @@ def test_a_forward_that_converts_its_coordinates_to_float_falls_back_to_their_in
     assert unconverted != source and "RPL001" not in _fixes(unconverted)
     renamed = source.replace("def forward(self, coords", "def tables(self, coords")
     assert renamed != source and "RPL001" not in _fixes(renamed)
+
+
+HANDED_IDS = textwrap.dedent('''\
+    import torch
+    from torch import nn
+
+
+    class Rotary(nn.Module):
+        def __init__(self, dim, base=10000.0):
+            super().__init__()
+            self.dim, self.base = dim, base
+
+        def forward(self, x, seq_len=None):
+            seq_len = seq_len if seq_len is not None else x.shape[-2]
+            inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, device=x.device, dtype=torch.float32) / self.dim))
+            emb = torch.outer(torch.arange(seq_len, device=x.device, dtype=torch.float32), inv_freq)
+            emb = torch.cat((emb, emb), dim=-1)
+            return emb.cos().to(dtype=x.dtype), emb.sin().to(dtype=x.dtype)
+
+
+    class Attention(nn.Module):
+        def __init__(self, hidden=64, heads=1):
+            super().__init__()
+            self.v_proj = nn.Linear(hidden, hidden)
+            self.rotary_emb = Rotary(hidden // heads)
+
+        def forward(self, hidden_states, position_ids):
+            value_states = self.v_proj(hidden_states)
+            cos, sin = self.rotary_emb(position_ids, seq_len=int(position_ids.max()) + 1)
+            return cos[position_ids], sin[position_ids], value_states
+    ''')
+
+
+def test_ids_handed_to_a_rotary_that_reads_only_their_dtype_get_an_activation_instead():
+    """`self.rotary_emb(position_ids, seq_len=n)` into a forward that reads `x` only for `.dtype`/`.device`
+    (its `x.shape[-2]` branch is not taken when `seq_len` is passed): the fix passes an activation the
+    method has already made (`value_states`). Without `seq_len` the rotary reads the ids' length: no fix."""
+    assert _fixes(HANDED_IDS)["RPL001"][0] == "safe"
+    fixed = fix_text("rotary.py", HANDED_IDS, ALL, unsafe=False)
+    assert "self.rotary_emb(value_states, seq_len=int(position_ids.max()) + 1)" in fixed.fixed
+    assert fixed.remaining.diagnostics == ()
+    length_read = HANDED_IDS.replace(", seq_len=int(position_ids.max()) + 1)", ")")
+    assert length_read != HANDED_IDS
+    [found] = [d for d in check_text("rotary.py", length_read, ALL).diagnostics if d.code == "RPL001"]
+    assert found.fix is None
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(fixed.fixed, "<fixed>", "exec"), namespace)  # noqa: S102 - the test's own source
+    positions = torch.tensor([[0, 1, 1000]])
+    cos, sin, _ = namespace["Attention"]()(torch.zeros(1, 3, 64), positions)
+    angle = 1000.0 * 10000.0 ** (-2 / 64)  # the second frequency at position 1000
+    assert cos.dtype == torch.float32
+    assert abs(float(cos[0, 2, 1]) - math.cos(angle)) < 1e-4 and abs(float(sin[0, 2, 1]) - math.sin(angle)) < 1e-4
 
 
 def test_dropping_a_cast_keeps_the_precedence_of_what_it_wrapped():

@@ -1180,8 +1180,10 @@ class Interpreter:
                 arg = nodes.get(name)
                 if val is not None and arg is not None and self._integer_tensor(arg, val, frame):
                     # ``self.rope(idx)`` into ``def forward(self, x): ... cos.to(x.dtype)``: reported at the call.
-                    self.model.casts.append(Cast(node, "argument", cast.receiver,
-                                                 dtype_val(Dt.INT).evolve(param=name), arg, frame.scope))
+                    like = self._activation_like(node, name, arg, frame)
+                    self.model.casts.append(Cast(node, "argument" if like is None else f"argument={like}",
+                                                 cast.receiver, dtype_val(Dt.INT).evolve(param=name), arg,
+                                                 frame.scope))
                 continue
             if val is not None and val.dtype is Dt.INT and not val.has(Role.DTYPE):
                 # ``_cs(grid, f)`` with an integer grid, where ``_cs`` ends in ``.type_as(p)``.
@@ -1209,7 +1211,50 @@ class Interpreter:
         if isinstance(func, ast.Name):
             return same_file_callable(self.model, None, func.id)
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
-            return same_file_callable(self.model, frame.cls, func.attr, method=True)
+            found = same_file_callable(self.model, frame.cls, func.attr, method=True)
+            held = held_class(self.model.classes, frame.cls, func.attr) if found is None and frame.cls else None
+            if held is not None and held is not frame.cls:
+                return same_file_callable(self.model, held, "forward", method=True)  # ``self.rope(x)``
+            return found
+        return None
+
+    def _activation_like(self, node: ast.Call, name: str, arg: ast.expr, frame: Frame) -> str | None:
+        """What can replace the ids handed to a rotary as its activation argument ``name``, when the rotary
+        reads that argument only for ``.dtype`` and ``.device``: an activation this function has already
+        made at its top level (``value_states``), its own activation parameter, or the weight of the
+        embedding it looks the ids up in (``self.embed_in.weight``: the dtype and device of the
+        embeddings it makes). None when the rotary also reads the argument's shape or values."""
+        callee, owner = self._callee_node(node, frame), frame.scope.node
+        if callee is None or owner is None:
+            return None
+        params = call_params(callee, is_method=isinstance(node.func, ast.Attribute))
+        given = {k.arg for k in node.keywords if k.arg is not None and not _is_none(k.value)}
+        given |= {p for p, a in zip(params, node.args) if not isinstance(a, ast.Starred) and not _is_none(a)}
+        if not _dtype_and_device_only(callee, name, given):
+            return None
+        line = node.lineno
+        made = [t.id for stmt in getattr(owner, "body", []) if isinstance(stmt, ast.Assign) and stmt.lineno < line
+                for t in stmt.targets for t in (t.elts if isinstance(t, ast.Tuple) else [t])
+                if isinstance(t, ast.Name) and (ACTIVATION_PARAMS.match(t.id) or t.id.endswith("_states"))]
+        ranked = sorted(dict.fromkeys(made), key=lambda n: (not n.startswith(("value", "v")), made[::-1].index(n)))
+        if ranked:
+            return ranked[0]
+        if frame.scope.activation is not None:
+            return frame.scope.activation
+        ids = arg.body if isinstance(arg, ast.IfExp) else arg  # ``input_ids if ... else inputs_embeds``
+        if frame.cls is None or not isinstance(ids, ast.Name):
+            return None
+        embeddings = {attr for c in self._mro(frame.cls) for attr, made_by in c.submodules.items()
+                      if made_by == "Embedding"}
+        for call in ast.walk(owner):
+            if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name) \
+                    and call.args[0].id == ids.id and isinstance(call.func, ast.Attribute) \
+                    and isinstance(call.func.value, ast.Name) and call.func.value.id == "self" \
+                    and call.func.attr in embeddings:
+                weight = f"self.{call.func.attr}.weight"
+                if isinstance(arg, ast.IfExp):  # only the ids branch changes
+                    return f"{weight} if {self.spans.text(arg.test)} else {self.spans.text(arg.orelse)}"
+                return weight
         return None
 
     def _integer_tensor(self, arg: ast.expr, val: Val, frame: Frame) -> bool:
@@ -1895,6 +1940,40 @@ def _ids_by_name(val: Val) -> bool:
     """Positions whose dtype nothing shows, in a parameter that only ever holds positions (``pos``): int64
     ids from most callers."""
     return val.dtype is Dt.UNKNOWN and val.has(Role.POSITIONS) and bool(POSITION_NAMES.match(val.param or ""))
+
+
+def _dtype_and_device_only(fn: FunctionNode, name: str, given: set[str]) -> bool:
+    """``fn`` reads its parameter ``name`` only as ``name.dtype`` and ``name.device``, apart from branches
+    that a call passing the parameters ``given`` never takes (``seq_len if seq_len is not None else
+    x.shape[-2]`` with ``seq_len`` given)."""
+    allowed = {id(n.value) for n in ast.walk(fn) if isinstance(n, ast.Attribute) and n.attr in ("dtype", "device")
+               and isinstance(n.value, ast.Name)}
+    for n in ast.walk(fn):
+        if isinstance(n, (ast.IfExp, ast.If)):
+            branch = _none_branch(n.test, given)
+            if branch is not None:
+                skipped = (n.orelse if branch == "orelse" else n.body)
+                for part in (skipped if isinstance(skipped, list) else [skipped]):
+                    allowed.update(id(m) for m in ast.walk(part) if isinstance(m, ast.Name))
+    loads = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == name]
+    return bool(loads) and all(id(n) in allowed for n in loads)
+
+
+def _is_none(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _none_branch(test: ast.expr, given: set[str]) -> str | None:
+    """For ``p is not None`` ("orelse") or ``p is None`` ("body") with ``p`` passed by the call: the branch
+    the call never takes."""
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
+            and test.left.id in given and isinstance(test.comparators[0], ast.Constant) \
+            and test.comparators[0].value is None:
+        if isinstance(test.ops[0], ast.IsNot):
+            return "orelse"
+        if isinstance(test.ops[0], ast.Is):
+            return "body"
+    return None
 
 
 def _bare_param(val: Val) -> bool:

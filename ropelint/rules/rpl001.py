@@ -58,8 +58,13 @@ class IntegerTableCast(Rule):
 
     def _fix(self, ctx: RuleContext, cast) -> FixPlan | None:  # type: ignore[no-untyped-def]
         if cast.method == "argument":
-            # The right argument (the activations) is often computed after this call: no edit is certain.
+            # The rotary reads more than the dtype and device of what it is handed (its length), and the
+            # activations it should get are often made after this call: no edit is certain.
             return None
+        if cast.method.startswith("argument="):  # the rotary reads only ``x.dtype``/``x.device``
+            like = cast.method.split("=", 1)[1]
+            return FixPlan("safe", f"pass `{like}` (the rotary reads only its dtype and device)",
+                           (Replace(cast.target_expr, like),))
         if cast.method == "argument-device":  # ``_like(t, position_ids)`` ends in ``t.to(ref)``: move only
             code = ctx.code(cast.target_expr)
             return FixPlan("safe", f"pass `{code}.device` (the table stays float and still moves)",
