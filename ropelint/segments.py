@@ -41,10 +41,13 @@ def file_may_hold_rope(text: str | bytes) -> bool:
     return "torch" in text and any(word in text for word in _FILE_WORDS)
 
 
-# Words that are rotary values when used as code (``phase = ...``, ``theta**``), prose otherwise.
+# Words that are rotary values when used as code (``phase = ...``, ``theta**``), prose otherwise; as a name's
+# suffix too (``_phase(pos)``, ``rel_angles =``), except ``theta``: ``rope_theta`` is in every model config.
 _CODE_WORDS = {
-    word: re.compile(rf"(?:[=(\[,*+/-]\s*|^\s*){word}\b|\b{word}\s*(?:[=\[(),:*+/-]|\.\w)", re.MULTILINE)
-    for word in ("phase", "theta", "omega", "angles")
+    word: re.compile(rf"(?:[=(\[,*+/-]\s*|^\s*){prefix}{word}\b|{start}{word}\s*(?:[=\[(),:*+/-]|\.\w)",
+                     re.MULTILINE)
+    for word, prefix, start in (("phase", r"\w*", r"(?:\b|_)"), ("theta", "", r"\b"), ("omega", r"\w*", r"(?:\b|_)"),
+                                ("angles", r"\w*", r"(?:\b|_)"))
 }
 
 
@@ -469,7 +472,7 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
         if is_class and not interesting and kept_functions:
             segment = block.text(text)
             interesting = any(call in segment for call in kept_functions)
-        if is_class and not interesting:
+        if is_class:  # kept or not, a class that hands ids to a rotary keeps the methods that do it
             holder = _token_ids_handed(text, block, takers)
             if holder:
                 interesting, calls = True, [*kept_functions, *holder]

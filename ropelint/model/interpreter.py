@@ -198,6 +198,8 @@ class Frame:
     dtype_casts: list[tuple[str, Cast]] = field(default_factory=list)
     tensor_casts: list[tuple[str, Cast]] = field(default_factory=list)
     param_casts: list[tuple[str, str, Cast]] = field(default_factory=list)
+    # Functions defined in this one (closures): what a call of each returns, as analysed in place.
+    nested: dict[str, Summary] = field(default_factory=dict)
 
 
 @dataclass
@@ -683,17 +685,28 @@ class Interpreter:
             self._block(stmt.orelse, frame)
             self._block(stmt.finalbody, frame)
         elif isinstance(stmt, FUNCTION_NODES):
-            # A nested function (a decorator's wrapper, a closure): analyse it with the outer names.
-            inner_scope = Scope(f"{frame.scope.symbol}.{stmt.name}", stmt, frame.scope.params,
-                                frame.scope.activation, frame.scope.top)
-            inner = Frame(dict(frame.env), dict(frame.items), inner_scope, frame.cls, list(frame.guards))
+            # A nested function (a decorator's wrapper, a closure): analyse it with the outer names, and
+            # remember what it returns for the calls below it (``idx_theta = _phase(position_ids)``).
+            own = call_params(stmt, is_method=False)
+            inner_scope = Scope(f"{frame.scope.symbol}.{stmt.name}", stmt,
+                                tuple(dict.fromkeys((*own, *frame.scope.params))), frame.scope.activation,
+                                frame.scope.top)
+            inner = Frame(dict(frame.env), dict(frame.items), inner_scope, frame.cls, list(frame.guards),
+                          nested=dict(frame.nested))
             for dec in stmt.decorator_list:
                 guard = self._guard_for(dec, stmt, inner_scope)
                 if guard:
                     inner.guards.append(guard)
-            for name in call_params(stmt, is_method=False):
+            for name in own:
                 inner.env[name] = self._param_val(name)
             self._block(stmt.body, inner)
+            ret = UNKNOWN
+            for r in inner.returns:
+                ret = r if ret is UNKNOWN else join(ret, r)
+            frame.nested[stmt.name] = Summary(ret, None, frozenset(inner.trig_params),
+                                              frozenset(inner.position_params), tuple(own),
+                                              frozenset(inner.freq_params))
+            frame.env.pop(stmt.name, None)
 
     def _items_of(self, node: ast.expr, frame: Frame) -> tuple[Val, ...] | None:
         if isinstance(node, (ast.Tuple, ast.List)):
@@ -875,6 +888,12 @@ class Interpreter:
 
     def _eval_name(self, node: ast.Name, frame: Frame) -> Val:
         value = frame.env.get(node.id)
+        if value is None and node.id in self.imports.names:
+            qn = qualname(node, self.imports) or ""
+            if qn.startswith("torch.") and qn.count(".") == 1:  # ``from torch import float32, long``
+                dtype = _torch_dtype(qn[6:])
+                if dtype is not None:
+                    return dtype
         return value if value is not None else self._named(node.id)
 
     @staticmethod
@@ -965,15 +984,7 @@ class Interpreter:
             return self._state_read(attr, node, frame)
         qn = qualname(node, self.imports)
         if qn is not None and (qn.startswith("torch.") or qn.startswith("numpy.")):
-            if attr in TORCH_DTYPES_FULL:
-                return dtype_val(Dt.FULL)
-            if attr in TORCH_DTYPES_LOW:
-                return dtype_val(Dt.LOW)
-            if attr in TORCH_DTYPES_INT:
-                return dtype_val(Dt.INT)
-            if attr in TORCH_DTYPES_COMPLEX:
-                return dtype_val(Dt.FULL)
-            return UNKNOWN
+            return _torch_dtype(attr) or UNKNOWN
         metadata_only = attr in ("device", "dtype", "shape", "ndim", "is_cuda")
         if metadata_only:
             self._metadata_read = True  # ``self.inv_freq.device`` reads no values: not a read to reroute
@@ -1059,6 +1070,8 @@ class Interpreter:
         if id(node) in self._specialized:
             return self._specialized[id(node)]
         func = node.func
+        if isinstance(func, ast.Name) and func.id in frame.nested:
+            return frame.nested[func.id]
         if isinstance(func, ast.Name) and func.id in self.model.functions and func.id not in frame.env:
             return self._function_summary(func.id)
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
@@ -1066,9 +1079,12 @@ class Interpreter:
             if self._find_method(frame.cls, func.attr):
                 return self._method_summary(frame.cls, func.attr)
             held = held_class(self.model.classes, frame.cls, func.attr)
-            if held is not None and held is not frame.cls and self._find_method(held, "forward"):
-                # ``self.rope(x)`` where ``__init__`` built ``self.rope = RoPE(...)`` from a class of this file.
-                return self._method_summary(held, "forward")
+            if held is not None and held is not frame.cls:
+                # ``self.rope(x)`` where ``__init__`` built ``self.rope = RoPE(...)`` from a class of this file
+                # (an ``nn.Module``'s ``forward``, or a plain callable object's ``__call__``).
+                for entry in ("forward", "__call__"):
+                    if self._find_method(held, entry):
+                        return self._method_summary(held, entry)
         return None
 
     def _call(self, node: ast.Call, frame: Frame) -> Val:
@@ -1213,8 +1229,9 @@ class Interpreter:
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
             found = same_file_callable(self.model, frame.cls, func.attr, method=True)
             held = held_class(self.model.classes, frame.cls, func.attr) if found is None and frame.cls else None
-            if held is not None and held is not frame.cls:
-                return same_file_callable(self.model, held, "forward", method=True)  # ``self.rope(x)``
+            if held is not None and held is not frame.cls:  # ``self.rope(x)``
+                return same_file_callable(self.model, held, "forward", method=True) \
+                    or same_file_callable(self.model, held, "__call__", method=True)
             return found
         return None
 
@@ -1940,6 +1957,17 @@ def _ids_by_name(val: Val) -> bool:
     """Positions whose dtype nothing shows, in a parameter that only ever holds positions (``pos``): int64
     ids from most callers."""
     return val.dtype is Dt.UNKNOWN and val.has(Role.POSITIONS) and bool(POSITION_NAMES.match(val.param or ""))
+
+
+def _torch_dtype(attr: str) -> Val | None:
+    """``torch.<attr>`` (or ``numpy.<attr>``) as a dtype value, if it names one."""
+    if attr in TORCH_DTYPES_FULL or attr in TORCH_DTYPES_COMPLEX:
+        return dtype_val(Dt.FULL)
+    if attr in TORCH_DTYPES_LOW:
+        return dtype_val(Dt.LOW)
+    if attr in TORCH_DTYPES_INT:
+        return dtype_val(Dt.INT)
+    return None
 
 
 def _dtype_and_device_only(fn: FunctionNode, name: str, given: set[str]) -> bool:

@@ -16,7 +16,7 @@ class IntegerTableCast(Rule):
         for cast in ctx.model.casts:
             if not (cast.receiver.has(Role.TABLE) or cast.receiver.has(Role.PHASE)):
                 continue
-            maybe = cast.target.dtype is not Dt.INT and _positions_dtype(cast)
+            maybe = cast.target.dtype is not Dt.INT and positions_dtype(cast)
             fallback = _integer_fallback(ctx, cast)
             if cast.target.dtype is not Dt.INT and not maybe and fallback is None:
                 continue
@@ -156,7 +156,7 @@ def _tensor_target(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[n
     return expr
 
 
-def _positions_dtype(cast) -> bool:  # type: ignore[no-untyped-def]
+def positions_dtype(cast) -> bool:  # type: ignore[no-untyped-def]
     """``.to(positions.dtype)`` where ``positions`` is a positions parameter whose dtype the analysis does not
     know: integer ids in most callers, and a table in the positions' dtype is never the attention's."""
     target = cast.target

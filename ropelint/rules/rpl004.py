@@ -57,12 +57,15 @@ class AutocastGuard(Rule):
         """The ``with`` statement's body, rewritten and moved out one level: the text that replaces it."""
         spans = ctx.spans
         first, last = owner.body[0], owner.body[-1]
-        if len(owner.items) != 1 or first.lineno == owner.lineno:
-            return None  # several managers, or a body on the header line
+        if len(owner.items) != 1:
+            return None  # several managers
+        inline = first.lineno == owner.lineno  # ``with guard: freqs = ...`` on one line
+        if inline and last.end_lineno != owner.lineno:
+            return None
         _, column = spans.start(owner)
         body_line, body_column = spans.start(first)
         # From the start of the body's first line: comments and blank lines inside the block move too.
-        start = spans.offset(body_line, 0)
+        start = spans.start_offset(first) if inline else spans.offset(body_line, 0)
         end = spans.end_offset(last)
         code = spans.code[start:end]
         base_offset = start
@@ -71,6 +74,8 @@ class AutocastGuard(Rule):
             if not 0 <= a <= b <= len(code):
                 return None
             code = code[:a] + new + code[b:]
+        if inline:
+            return code  # the statements take the ``with``'s place on its line
         if '"""' in code or "'''" in code:
             return None  # re-indenting would change a multi-line string
         depth = body_column - column

@@ -1,0 +1,130 @@
+"""What the analysis recognises in less common source shapes, and the fixes it then offers: each case
+with a variant that must not change the outcome the other way."""
+
+from __future__ import annotations
+
+import textwrap
+
+from ropelint.engine import check_text
+from ropelint.fixer import fix_text
+from ropelint.rules import BY_CODE
+
+ALL = frozenset(BY_CODE)
+
+
+def _found(source: str) -> dict[tuple[int, str], str | None]:
+    """(line, code) -> fix safety (None without a fix)."""
+    result = check_text("rotary.py", textwrap.dedent(source), ALL)
+    assert result.error is None
+    return {(d.line, d.code): (d.fix.safety if d.fix else None) for d in result.diagnostics}
+
+
+def test_dtype_names_imported_from_torch_are_dtypes():
+    """`from torch import arange, float32`: `arange(0, d, 2, dtype=float32)` is float32 (no RPL006), and
+    `dtype=bfloat16` positions are 16-bit (RPL005, fixed with an added `import torch`)."""
+    source = textwrap.dedent('''\
+        from torch import arange, bfloat16, float32, outer
+
+
+        def _inv_freq(d: int, theta: float):
+            return 1.0 / (theta ** (arange(0, d, 2, dtype=float32) / d))
+
+
+        def tables(n: int, d: int = 64):
+            t = arange(n, dtype=float32)
+            f = outer(t, _inv_freq(d, 10000.0))
+            return f.cos(), f.sin()
+        ''')
+    assert _found(source) == {}
+    rounded = source.replace("t = arange(n, dtype=float32)", "t = arange(n, dtype=bfloat16)")
+    assert _found(rounded) == {(9, "RPL005"): "safe"}
+    fixed = fix_text("rotary.py", rounded, ALL, unsafe=False).fixed
+    assert "import torch\n" in fixed and "t = arange(n, dtype=torch.float32)" in fixed
+    compile(fixed, "rotary.py", "exec")
+
+
+def test_a_plain_callable_object_held_by_the_module_gives_its_call_result():
+    """`self.freqs = SinusoidalFrequencies(...)`, a plain class with `__call__` (no `nn.Module`):
+    `self.freqs(q.device)` returns float32 frequencies, so positions cast to `q.dtype` before the product
+    are RPL005 (safe: the rotated output is cast back to `q.dtype`)."""
+    source = '''\
+        import math
+        import torch as T
+
+
+        class SinusoidalFrequencies:
+            def __init__(self, head_dim: int, base: float):
+                self.head_dim, self.base = head_dim, float(base)
+
+            def __call__(self, device) -> T.Tensor:
+                exponent = T.arange(0, self.head_dim, 2, device=device, dtype=T.float32) / self.head_dim
+                return T.exp(-math.log(self.base) * exponent)
+
+
+        class RoFormerRotary(T.nn.Module):
+            def __init__(self, head_dim: int = 64, base: float = 10000.0):
+                super().__init__()
+                self.freqs = SinusoidalFrequencies(head_dim, base)
+
+            def forward(self, q: T.Tensor, offset: int = 0):
+                pos = T.arange(offset, offset + q.shape[-2], device=q.device).to(q.dtype)
+                ang = pos[:, None] * self.freqs(q.device)[None, :]
+                cos = T.repeat_interleave(ang.cos(), 2, dim=-1)
+                sin = T.repeat_interleave(ang.sin(), 2, dim=-1)
+                return (q * cos + q * sin).to(q.dtype)
+        '''
+    assert _found(source) == {(20, "RPL005"): "safe"}
+    in_float = source.replace(".to(q.dtype)\n                ang", ".float()\n                ang")
+    assert in_float != source and _found(in_float) == {}
+
+
+def test_a_closure_that_casts_the_phase_to_its_positions_dtype_is_found_and_fixed():
+    """GLM-style `def _phase(pos): return (pos.unsqueeze(-1).float() * theta).to(pos.dtype)` inside
+    `forward`, called with `position_ids`: RPL001 (not also RPL007) in the closure, fixed by dropping the
+    cast; the call's result is the phase whose cos/sin the forward takes."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class GLMRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def _theta(self, device):
+                return 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float, device=device) / self.dim))
+
+            def forward(self, position_ids):
+                def _phase(pos):
+                    return (pos.unsqueeze(-1).float() * self._theta(pos.device)).to(pos.dtype)
+
+                idx_theta = _phase(position_ids)
+                return torch.stack([torch.cos(idx_theta), torch.sin(idx_theta)], dim=-1)
+        '''
+    assert _found(source) == {(15, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False)
+    assert "return pos.unsqueeze(-1).float() * self._theta(pos.device)\n" in fixed.fixed
+    assert fixed.remaining.diagnostics == ()
+    kept_float = source.replace(".to(pos.dtype)", "")
+    assert _found(kept_float) == {}
+
+
+def test_a_guard_with_its_body_on_the_header_line_is_removed_with_the_rewrite():
+    """`with torch.autocast(..., enabled=False): freqs = torch.matmul(...)  # comment` on one line: the
+    statement, rewritten elementwise, takes the `with`'s place and the comment stays."""
+    source = textwrap.dedent('''\
+        import torch
+
+
+        def angles(max_seq_len: int, dim: int = 64):
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            seq = torch.arange(max_seq_len, dtype=torch.float32)
+            with torch.autocast(device_type=seq.device.type, enabled=False): freqs = torch.matmul(seq.unsqueeze(-1), inv_freq.unsqueeze(0))  # (s, d/2)
+            return freqs.cos()
+        ''')
+    assert _found(source) == {(7, "RPL004"): "safe"}
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False)
+    assert "    freqs = (seq.unsqueeze(-1) * inv_freq.unsqueeze(0))  # (s, d/2)\n" in fixed.fixed
+    assert fixed.remaining.diagnostics == () and "autocast" not in fixed.fixed
+    assert fix_text("rotary.py", fixed.fixed, ALL, unsafe=False).fixed == fixed.fixed
