@@ -128,3 +128,61 @@ def test_a_guard_with_its_body_on_the_header_line_is_removed_with_the_rewrite():
     assert "    freqs = (seq.unsqueeze(-1) * inv_freq.unsqueeze(0))  # (s, d/2)\n" in fixed.fixed
     assert fixed.remaining.diagnostics == () and "autocast" not in fixed.fixed
     assert fix_text("rotary.py", fixed.fixed, ALL, unsafe=False).fixed == fixed.fixed
+
+
+def test_positions_cast_to_a_float_buffer_are_16_bit_and_keep_its_device_when_fixed():
+    """RetNet: `index = torch.arange(slen).to(self.decay)` takes the dtype a module cast gives the float
+    `decay` buffer (RPL005). The fix keeps the device move: `.to(self.decay.device, torch.float32)`; it is
+    safe while `index` only reaches the phase (and comparisons), unsafe when it also builds the returned
+    decay mask, whose dtype would change with it."""
+    source = textwrap.dedent('''\
+        import torch
+        from torch import nn
+
+
+        class RotaryRelPos(nn.Module):
+            def __init__(self, dim=64, heads=4):
+                super().__init__()
+                self.dim = dim
+                self.register_buffer("decay", torch.log(1 - 2 ** (-5 - torch.arange(heads, dtype=torch.float))))
+
+            def forward(self, slen: int):
+                angle = 1.0 / (10000 ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                index = torch.arange(slen).to(self.decay)
+                sin = torch.sin(index[:, None] * angle[None, :])
+                cos = torch.cos(index[:, None] * angle[None, :])
+                return sin, cos
+        ''')
+    assert _found(source) == {(13, "RPL005"): "safe"}
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False)
+    assert "index = torch.arange(slen).to(self.decay.device, torch.float32)\n" in fixed.fixed
+    assert fixed.remaining.diagnostics == ()
+    with_mask = source.replace("        return sin, cos\n",
+                               "        mask = torch.exp((index[:, None] - index[None, :]) * self.decay[:, None, None])\n"
+                               "        return sin, cos, mask\n")
+    assert with_mask != source and _found(with_mask) == {(13, "RPL005"): "unsafe"}
+    compared = source.replace("        return sin, cos\n", "        keep = index[:, None] >= index[None, :]\n"
+                                                            "        return sin, cos, keep\n")
+    assert compared != source and _found(compared) == {(13, "RPL005"): "safe"}
+
+
+def test_a_float32_linspace_ramp_from_zero_is_an_exponent():
+    """`1.0 / (10000 ** torch.linspace(0, 1, n, dtype=torch.float32))` (torchscale's `angle`) builds inverse
+    frequencies with or without the dtype argument: bfloat16 positions multiplied by them are RPL005."""
+    source = textwrap.dedent('''\
+        import torch
+        from torch import nn
+
+
+        class RotaryRelPos(nn.Module):
+            def __init__(self, dim=64):
+                super().__init__()
+                self.angle = 1.0 / (10000 ** torch.linspace(0, 1, dim // 2, dtype=torch.float32))
+
+            def forward(self, slen: int):
+                index = torch.arange(slen).to(torch.bfloat16)
+                return torch.sin(index[:, None] * self.angle[None, :])
+        ''')
+    assert set(_found(source)) == {(11, "RPL005")}
+    untyped = source.replace(", dtype=torch.float32))", "))")
+    assert untyped != source and (11, "RPL005") in _found(untyped)

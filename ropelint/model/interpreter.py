@@ -1485,14 +1485,17 @@ class Interpreter:
             role = Role.POSITIONS
         if numpy:
             return Val(frozenset({role}), Dt.FULL, site=None, vector=True)
+        # ``linspace(0, 1 - 2 / dim, dim // 2)``: a ramp of fractions already, the exponent of ``base ** e``.
+        fractions = tail == "linspace" and role is Role.ARANGE and ("/" in stop or (number(pos[1]) or 2) <= 1
+                                                                   if len(pos) >= 2 else False)
         dt = kvals.get("dtype")
         if dt is not None and dt.has(Role.DTYPE):
             dtype = dt.dtype
             site = node if dtype.can_be_16bit else (node if dtype is Dt.INT else None)
-            return Val(frozenset({role}), dtype, site=site, literal=None, dtype_param=dt.param, vector=True)
-        # ``linspace(0, 1 - 2 / dim, dim // 2)``: a ramp of fractions already, the exponent of ``base ** e``.
-        fractions = tail == "linspace" and role is Role.ARANGE and ("/" in stop or (number(pos[1]) or 2) <= 1
-                                                                   if len(pos) >= 2 else False)
+            # A float32 ramp from 0 is an exponent too (``linspace(0, 1, n, dtype=torch.float32)``); one from -1
+            # is pixel coordinates.
+            return Val(frozenset({role}), dtype, site=site, literal=None, dtype_param=dt.param, vector=True,
+                       scaled=fractions and bool(pos) and number(pos[0]) == 0)
         if tail == "linspace" or any(isinstance(v.literal, float) for v in vals) or any(
                 isinstance(number(a), float) for a in pos):
             return Val(frozenset({role}), Dt.RUNTIME, site=node, scaled=fractions, vector=True)
@@ -1559,6 +1562,10 @@ class Interpreter:
                                                           and not vals[0].has(Role.SCALAR))):
                 # ``.to(other_tensor)`` takes that tensor's dtype.
                 target, target_node = dtype_val(vals[0].dtype, read=vals[0].read), pos[0]
+            elif method == "to" and target is None and vals and isinstance(pos[0], ast.Attribute) \
+                    and any(read.follows_module_casts for read in vals[0].reads) and not vals[0].has(Role.DEVICE):
+                # ``torch.arange(n).to(self.decay)``: the dtype of any float state, which a module cast sets.
+                target, target_node = dtype_val(Dt.RUNTIME, read=vals[0].read), pos[0]
             if method == "to" and target is None and vals and vals[0].has(Role.POSITIONS) \
                     and self._indexed_by(node, pos[0]):
                 # ``cache.to(positions)[positions]``: what indexes a tensor is integer, and ``.to`` takes its dtype.

@@ -9,7 +9,16 @@ from ..model.events import Scope
 from ..model.interpreter import ACTIVATION_PARAMS, held_class, in_file_mro, is_runtime_inv_freq, is_trig_call
 from ..model.names import TORCH_DTYPES_INT, dotted, qualname
 from ..model.values import Dt, Role
-from .base import RuleContext, append_keyword, assigned_name, cast_receiver, is_atom, only_read_by, shape_only_reads
+from .base import (
+    RuleContext,
+    append_keyword,
+    assigned_name,
+    cast_receiver,
+    is_atom,
+    later_loads,
+    only_read_by,
+    shape_only_reads,
+)
 from .construction import assigned_value
 
 # Calls that take integer indices: positions made float32 would break them.
@@ -45,9 +54,25 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
             torch, imports = ctx.torch_name()
             return _plan(ctx, site, target, scope, what, f"cast the {what} to float32",
                          (Replace(target, f"{torch}.float32"), *imports))
+        if isinstance(site.func, ast.Attribute) and site.func.attr == "to" and site.args and target is site.args[0] \
+                and not site.keywords and _a_tensor(ctx, target):
+            # ``torch.arange(n).to(self.decay)`` also moves to that tensor's device: the move stays.
+            torch, imports = ctx.torch_name()
+            code = ctx.code(target)
+            return _plan(ctx, site, target, scope, what, f"cast the {what} to float32 (on `{code}`'s device)",
+                         (Replace(target, f"{code}.device, {torch}.float32"), *imports))
         return _plan(ctx, site, target, scope, what, f"cast the {what} to float32",
                      (Replace(site, f"{text}.float()" if is_atom(receiver) else f"({text}).float()"),))
     return None
+
+
+def _a_tensor(ctx: RuleContext, node: ast.AST) -> bool:
+    """A tensor, not a dtype, as far as the spelling shows: ``self.decay``, ``x``; not ``torch.bfloat16``,
+    ``x.dtype``, ``dtype`` or ``self.dtype``."""
+    if not isinstance(node, (ast.Name, ast.Attribute)):
+        return False
+    name = node.id if isinstance(node, ast.Name) else node.attr
+    return "dtype" not in name and not (qualname(node, ctx.imports) or "").startswith("torch.")
 
 
 def _plan(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Scope, what: str, description: str,
@@ -56,6 +81,8 @@ def _plan(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Scope,
     unless a framework set a 16-bit default), or the cos/sin tables this function builds are cast
     back to a dtype of their own before they leave it, and the values are never used as indices."""
     why = _unsafe_because(ctx, site, dtype, scope)
+    if not why and what == "positions" and _feeds_other_values(ctx, site, scope):
+        why = "the values also feed other tensors (a mask, a returned value), whose dtype would change too"
     if why.startswith("the tables no longer follow") and isinstance(dtype, ast.Name):
         # Tables returned in the caller's dtype: compute in float32 and cast what is returned instead.
         casts = _return_casts(ctx, scope, dtype.id)
@@ -124,6 +151,42 @@ def _unsafe_because(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, sco
         return "the values leave this function; code elsewhere may depend on their dtype"
     caller = dtype.id if isinstance(dtype, ast.Name) and dtype.id in scope.params else None
     return dtype_change(ctx, consumers, scope, caller)
+
+
+def _feeds_other_values(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
+    """``index = <site>`` is read, directly or through locals computed from it (``t = t / factor``), by
+    something other than this function's phase products, the helper calls that form a phase, shape reads
+    and comparisons: ``mask = index[:, None] - index[None, :]`` then returned (RetNet's decay mask)."""
+    found = assigned_name(ctx, site)
+    fn = scope.node
+    if found is None or fn is None:
+        return False
+    inside = shape_only_reads(fn)
+    for node in ast.walk(fn):  # a comparison gives booleans whatever the positions' dtype
+        if isinstance(node, ast.Compare):
+            inside.update(id(n) for n in ast.walk(node) if isinstance(n, ast.Name))
+    for node in (*(p.node for p in ctx.model.products if p.scope.node is fn),
+                 *(h.call for h in ctx.model.helper_positions if h.scope.node is fn)):
+        inside.update(id(n) for n in ast.walk(node) if isinstance(n, ast.Name))
+    todo, seen = [found], set()
+    while todo:
+        stmt, name = todo.pop()
+        if (id(stmt), name) in seen:
+            continue
+        seen.add((id(stmt), name))
+        for load in later_loads(fn, stmt, name):
+            if id(load) in inside:
+                continue
+            owner = ctx.model.statement_of.get(id(load))
+            targets = owner.targets[0] if isinstance(owner, ast.Assign) and len(owner.targets) == 1 else None
+            names = [t for t in (targets.elts if isinstance(targets, ast.Tuple) else [targets])
+                     if isinstance(t, ast.Name)]
+            if targets is not None and names and len(names) == len(getattr(targets, "elts", [targets])):
+                # A local computed from it (``t = t / factor``, ``gw, gh = torch.meshgrid(gw, gh)``): follow it.
+                todo.extend((owner, n.id) for n in names)
+                continue
+            return True
+    return False
 
 
 def dtype_change(ctx: RuleContext, products: list, scope: Scope, caller: str | None = None) -> str:  # type: ignore[type-arg]
