@@ -34,7 +34,7 @@ def cap_address_space() -> int | None:
     """Cap this process's address space at ``MEMORY_SHARE`` of the physical memory, so that a module
     building something quadratic in the 131074 probe positions fails with an error the candidate loop
     reports, instead of being killed by the kernel with the rest of the run. Not when CUDA is
-    available: its driver maps far more address space than it uses. The cap set, or None."""
+    available: its driver maps far more address space than it uses. The limit in effect, or None."""
     try:
         import resource
 
@@ -49,6 +49,7 @@ def cap_address_space() -> int | None:
         if soft == resource.RLIM_INFINITY or soft > cap:
             resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
             return cap
+        return soft  # a tighter limit is already in place (an earlier probe in this process, or the caller's)
     except (ImportError, ValueError, OSError, AttributeError):  # no ``resource`` (Windows), no sysconf
         pass
     return None
