@@ -1494,8 +1494,10 @@ class Interpreter:
             site = node if dtype.can_be_16bit else (node if dtype is Dt.INT else None)
             # A float32 ramp from 0 is an exponent too (``linspace(0, 1, n, dtype=torch.float32)``); one from -1
             # is pixel coordinates.
+            float32 = any(k.arg == "dtype" and (dotted(k.value) or [""])[-1] in ("float32", "float")
+                          for k in node.keywords)
             return Val(frozenset({role}), dtype, site=site, literal=None, dtype_param=dt.param, vector=True,
-                       scaled=fractions and bool(pos) and number(pos[0]) == 0)
+                       scaled=fractions and float32 and bool(pos) and number(pos[0]) == 0)
         if tail == "linspace" or any(isinstance(v.literal, float) for v in vals) or any(
                 isinstance(number(a), float) for a in pos):
             return Val(frozenset({role}), Dt.RUNTIME, site=node, scaled=fractions, vector=True)
