@@ -186,3 +186,35 @@ def test_a_float32_linspace_ramp_from_zero_is_an_exponent():
     assert set(_found(source)) == {(11, "RPL005")}
     untyped = source.replace(", dtype=torch.float32))", "))")
     assert untyped != source and (11, "RPL005") in _found(untyped)
+
+
+def test_state_written_earlier_in_forward_is_read_as_the_value_written():
+    """Phi-3 LongRoPE: `self.inv_freq = 1.0 / (ext_factors.float() * self.base**shape)` in forward, then
+    `self.inv_freq[None, :, None]`: the read is the value just written, so the rounding comes from the
+    float factor buffers (RPL002 at their reads), not from the `inv_freq` buffer registered as `None`."""
+    source = textwrap.dedent('''\
+        import torch
+        from torch import nn
+
+
+        class LongRoPE(nn.Module):
+            def __init__(self, dim, short_factor, long_factor, base=10000.0, original_max=4096):
+                super().__init__()
+                self.dim, self.base, self.original_max = dim, base, original_max
+                self.register_buffer("inv_freq", None, persistent=False)
+                self.register_buffer("short_factor", torch.tensor(short_factor, dtype=torch.float32), persistent=False)
+                self.register_buffer("long_factor", torch.tensor(long_factor, dtype=torch.float32), persistent=False)
+
+            def forward(self, x, position_ids):
+                if position_ids.max() + 1 > self.original_max:
+                    ext_factors = self.long_factor
+                else:
+                    ext_factors = self.short_factor
+                shape = torch.arange(0, self.dim, 2, dtype=torch.int64, device=x.device).float() / self.dim
+                self.inv_freq = 1.0 / (ext_factors.float() * self.base**shape)
+                freqs = position_ids[:, :, None].float() * self.inv_freq[None, None, :]
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        ''')
+    result = check_text("rotary.py", source, ALL)
+    assert {(d.line, d.code) for d in result.diagnostics} == {(15, "RPL002"), (17, "RPL002")}
+    assert all("factors of the inverse frequencies" in d.message for d in result.diagnostics)

@@ -200,6 +200,9 @@ class Frame:
     param_casts: list[tuple[str, str, Cast]] = field(default_factory=list)
     # Functions defined in this one (closures): what a call of each returns, as analysed in place.
     nested: dict[str, Summary] = field(default_factory=dict)
+    # ``self.<name> = value`` earlier in this function: later reads here get that value, not the state's
+    # (``self.inv_freq = 1.0 / (ext_factors * ...)`` then ``self.inv_freq[None, :]`` in Phi-3's forward).
+    written: dict[str, Val] = field(default_factory=dict)
 
 
 @dataclass
@@ -752,6 +755,9 @@ class Interpreter:
                 and target.value.id == "self" and frame.cls is not None:
             name = target.attr
             frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
+            if val.reads and val.roles & {Role.INV_FREQ} and frame.scope.symbol.rsplit(".", 1)[-1] != "__init__" \
+                    and all(read.ref.name != name for read in val.reads):  # not ``self.x = self.x.float()``
+                frame.written[name] = val
             existing = frame.cls.state.get(name)
             if existing is not None and isinstance(getattr(source, "value", None), ast.Constant) \
                     and source.value.value is None:  # type: ignore[union-attr]
@@ -1020,6 +1026,8 @@ class Interpreter:
     def _state_read(self, attr: str, node: ast.AST, frame: Frame) -> Val:
         if frame.cls is None:
             return self._named(attr)
+        if attr in frame.written and not self._metadata_read:
+            return frame.written[attr]
         entry = self._find_state(frame.cls, attr)
         if entry is None:
             found = self._find_method(frame.cls, attr)
