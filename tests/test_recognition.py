@@ -218,3 +218,34 @@ def test_state_written_earlier_in_forward_is_read_as_the_value_written():
     result = check_text("rotary.py", source, ALL)
     assert {(d.line, d.code) for d in result.diagnostics} == {(15, "RPL002"), (17, "RPL002")}
     assert all("factors of the inverse frequencies" in d.message for d in result.diagnostics)
+
+
+def test_freqs_cos_and_freqs_sin_are_tables_not_frequencies():
+    """llama2.c's `apply_rotary_emb(xq, xk, freqs_cos, freqs_sin)`: the rotated queries cast back with
+    `.type_as(xq)` are no inverse frequencies (no RPL006); Wan-style `freqs_cos` buffers are cos/sin tables
+    a module cast rounds (RPL011)."""
+    source = textwrap.dedent('''\
+        import torch
+        from torch import nn
+
+
+        def apply_rotary_emb(xq, freqs_cos, freqs_sin):
+            xq_r, xq_i = xq.float().reshape(xq.shape[:-1] + (-1, 2)).unbind(-1)
+            out_r = xq_r * freqs_cos - xq_i * freqs_sin
+            out_i = xq_r * freqs_sin + xq_i * freqs_cos
+            return torch.stack([out_r, out_i], dim=-1).flatten(3).type_as(xq)
+
+
+        class TableRotary(nn.Module):
+            def __init__(self, dim=64, max_len=4096):
+                super().__init__()
+                inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+                freqs = torch.outer(torch.arange(max_len, dtype=torch.float64), inv_freq)
+                self.register_buffer("freqs_cos", freqs.cos(), persistent=False)
+                self.register_buffer("freqs_sin", freqs.sin(), persistent=False)
+
+            def forward(self, x):
+                n = x.shape[1]
+                return self.freqs_cos[:n], self.freqs_sin[:n]
+        ''')
+    assert {code for _, code in _found(source)} == {"RPL011"}

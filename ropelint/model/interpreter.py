@@ -58,7 +58,9 @@ POSITION_PARAMS = re.compile(
     r"|(\w+_)?grid|(\w+_)?coords)$"
 )
 # Buffer and parameter names such as ``freq_basis``, ``freqs_base_t``: frequencies (not ``freqs_cis``).
-FREQ_NAMES = re.compile(r"^_?freqs?_(?!cis)[a-z0-9]+$")
+FREQ_NAMES = re.compile(r"^_?freqs?_(?!cis|cos$|sin$)[a-z0-9]+$")
+# llama2.c's ``freqs_cos``/``freqs_sin``, ``cos_cached``, ``sin_table``: cos/sin tables by name.
+TABLE_NAMES = re.compile(r"^_?(?:\w+_)?(?:cos|sin)(?:_(?:cached|cache|table|tables|emb))?$")
 # Index tensors, integer by convention; ``idx``/``tokens``: token indices handed around before the embedding
 # lookup (nanoGPT's ``forward(self, idx)``).
 INT_BY_NAME = re.compile(r"^((\w+_)?(ids|index|indices)|idx|tokens|input_idx|token_idx)$")
@@ -550,7 +552,7 @@ class Interpreter:
         low = name.lower()
         if "inv_freq" in low or low in ("freqs", "inv_freqs", "freq", "frequencies", "theta", "bands"):
             return Val(frozenset({Role.INV_FREQ}))
-        if low in ("cos", "sin", "cos_cached", "sin_cached", "_cos_cached", "_sin_cached"):
+        if TABLE_NAMES.match(low):
             return Val(frozenset({Role.TABLE}))
         if low.endswith("_cis") or low.startswith("freqs_cis"):
             return Val(frozenset({Role.COMPLEX}), Dt.FULL)  # Meta's ``freqs_cis``: complex rotations
