@@ -65,18 +65,27 @@ def _guarded(method: ast.AST):  # type: ignore[no-untyped-def]
 
 def _writes(method: ast.AST, name: str):  # type: ignore[no-untyped-def]
     """(method name, written value, enclosing if-tests, method) for each write of ``self.<name>``."""
-    out = []
+    return _writes_by_name(method).get(name, [])
+
+
+@functools.lru_cache(maxsize=64)
+def _writes_by_name(method: ast.AST):  # type: ignore[no-untyped-def]
+    """Every ``self.<name> = ...`` and ``register_buffer("<name>", ...)`` of the method, by name: one walk
+    for all the names a class asks about."""
+    out: dict = {}  # type: ignore[type-arg]
     for node, guards in _guarded(method):
         if isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
-                if isinstance(target, ast.Attribute) and target.attr == name \
-                        and isinstance(target.value, ast.Name) and target.value.id == "self":
-                    out.append((method.name, node.value, guards, method))  # type: ignore[attr-defined]
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self":
+                    out.setdefault(target.attr, []).append(
+                        (method.name, node.value, guards, method))  # type: ignore[attr-defined]
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr == "register_buffer" and len(node.args) >= 2 \
-                and isinstance(node.args[0], ast.Constant) and node.args[0].value == name:
-            out.append((method.name, node.args[1], guards, method))  # type: ignore[attr-defined]
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            out.setdefault(node.args[0].value, []).append(
+                (method.name, node.args[1], guards, method))  # type: ignore[attr-defined]
     return out
 
 
