@@ -196,14 +196,20 @@ def test_two_axis_patch_ids_tables_truncate_in_the_original_and_stay_exact_fixed
     cos, _ = original(ids)
     assert cos.dtype == torch.int64 and set(cos.unique().tolist()) <= {-1, 0, 1}
     fixed_module = load_file(str(FIXTURES / "fixed" / "cached_dict_and_patch_ids.py"))
+    _tables_stay_exact(lambda: fixed_module.PatchGridRotary(64), ids, reference, allowed)
+
+
+def _tables_stay_exact(make, inputs, angles: torch.Tensor, allowed) -> None:  # type: ignore[no-untyped-def]
+    """``make()`` as built and converted to bfloat16, under CPU autocast off, bfloat16 and float16: float32
+    cos/sin tables within ``allowed`` of the float64 reference ``angles``' cos and sin."""
     for convert in (lambda m: m, lambda m: m.bfloat16()):
         for autocast in (None, torch.bfloat16, torch.float16):
-            rotary = convert(fixed_module.PatchGridRotary(64))
+            rotary = convert(make())
             with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
-                cos, sin = rotary(ids)
+                cos, sin = rotary(inputs)
             assert cos.dtype == torch.float32
-            assert ((cos.double() - reference.cos()).abs() <= allowed).all()
-            assert ((sin.double() - reference.sin()).abs() <= allowed).all()
+            assert ((cos.double() - angles.cos()).abs() <= allowed).all()
+            assert ((sin.double() - angles.sin()).abs() <= allowed).all()
 
 
 def _reference_tables(positions: torch.Tensor, dim: int, base: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -314,12 +320,4 @@ def test_offset_and_grid_rotaries_the_probe_cannot_call_are_exact_after_the_fix(
     bands = 1.0 / (100.0 ** (torch.arange(0, 32, 2, dtype=torch.float64) / 32))
     angles = (grid.double()[..., None] * bands).repeat(1, 1, 2).flatten(-2)
     assert set(original.AxialGridRotary(64)(grid)[0].unique().tolist()) <= {-1, 0, 1}
-    for convert in (lambda m: m, lambda m: m.bfloat16()):
-        for autocast in (None, torch.bfloat16, torch.float16):
-            rotary = convert(fixed.AxialGridRotary(64))
-            with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
-                cos, sin = rotary(grid)
-            assert cos.dtype == torch.float32
-            allowed_grid = 2 * (95 + 1) * 2**-24 + 2**-23
-            assert (cos.double() - angles.cos()).abs().max().item() <= allowed_grid
-            assert (sin.double() - angles.sin()).abs().max().item() <= allowed_grid
+    _tables_stay_exact(lambda: fixed.AxialGridRotary(64), grid, angles, 2 * (95 + 1) * 2**-24 + 2**-23)
