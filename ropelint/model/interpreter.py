@@ -1088,14 +1088,19 @@ class Interpreter:
                 and frame.cls is not None:
             if self._find_method(frame.cls, func.attr):
                 return self._method_summary(frame.cls, func.attr)
-            held = held_class(self.model.classes, frame.cls, func.attr)
-            if held is not None and held is not frame.cls:
-                # ``self.rope(x)`` where ``__init__`` built ``self.rope = RoPE(...)`` from a class of this file
-                # (an ``nn.Module``'s ``forward``, or a plain callable object's ``__call__``).
-                for entry in ("forward", "__call__"):
-                    if self._find_method(held, entry):
-                        return self._method_summary(held, entry)
+            held = self._held_entry(frame.cls, func.attr)
+            if held is not None:
+                return self._method_summary(*held)
         return None
+
+    def _held_entry(self, cls: ClassInfo, attr: str) -> tuple[ClassInfo, str] | None:
+        """``self.<attr>(...)`` where ``__init__`` built ``self.<attr> = RoPE(...)`` from a class of this file:
+        that class and the method a call runs (an ``nn.Module``'s ``forward``, a plain object's ``__call__``)."""
+        held = held_class(self.model.classes, cls, attr)
+        if held is None or held is cls:
+            return None
+        entry = next((name for name in ("forward", "__call__") if self._find_method(held, name)), None)
+        return (held, entry) if entry is not None else None
 
     def _call(self, node: ast.Call, frame: Frame) -> Val:
         func = node.func
@@ -1238,11 +1243,8 @@ class Interpreter:
             return same_file_callable(self.model, None, func.id)
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
             found = same_file_callable(self.model, frame.cls, func.attr, method=True)
-            held = held_class(self.model.classes, frame.cls, func.attr) if found is None and frame.cls else None
-            if held is not None and held is not frame.cls:  # ``self.rope(x)``
-                return same_file_callable(self.model, held, "forward", method=True) \
-                    or same_file_callable(self.model, held, "__call__", method=True)
-            return found
+            held = self._held_entry(frame.cls, func.attr) if found is None and frame.cls is not None else None
+            return same_file_callable(self.model, held[0], held[1], method=True) if held is not None else found
         return None
 
     def _activation_like(self, node: ast.Call, name: str, arg: ast.expr, frame: Frame) -> str | None:
@@ -1259,13 +1261,18 @@ class Interpreter:
         given |= {p for p, a in zip(params, node.args) if not isinstance(a, ast.Starred) and not _is_none(a)}
         if not _dtype_and_device_only(callee, name, given):
             return None
-        line = node.lineno
-        made = [t.id for stmt in getattr(owner, "body", []) if isinstance(stmt, ast.Assign) and stmt.lineno < line
-                for t in stmt.targets for t in (t.elts if isinstance(t, ast.Tuple) else [t])
-                if isinstance(t, ast.Name) and (ACTIVATION_PARAMS.match(t.id) or t.id.endswith("_states"))]
-        ranked = sorted(dict.fromkeys(made), key=lambda n: (not n.startswith(("value", "v")), made[::-1].index(n)))
-        if ranked:
-            return ranked[0]
+        # Activations assigned by the function's own top-level statements before the call (so defined on every
+        # path to it): the values first, as upstream code passes ``value_states``, then the latest made.
+        made: list[str] = []
+        for stmt in getattr(owner, "body", []):
+            if isinstance(stmt, ast.Assign) and stmt.lineno < node.lineno:
+                for target in stmt.targets:
+                    for name_node in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                        if isinstance(name_node, ast.Name) and (ACTIVATION_PARAMS.match(name_node.id)
+                                                                or name_node.id.endswith("_states")):
+                            made.append(name_node.id)
+        if made:
+            return min(dict.fromkeys(made), key=lambda n: (not n.startswith(("value", "v")), made[::-1].index(n)))
         if frame.scope.activation is not None:
             return frame.scope.activation
         ids = arg.body if isinstance(arg, ast.IfExp) else arg  # ``input_ids if ... else inputs_embeds``
