@@ -229,7 +229,8 @@ def test_positions_built_in_a_callers_dtype_are_fixed_at_the_call():
 
 def test_a_tensor_method_called_unbound_is_read_like_the_bound_call():
     """`torch.Tensor.type_as(position_ids, self.inv_freq)` is `position_ids.type_as(self.inv_freq)`:
-    both findings, and the fix casts the tensor argument, not `torch.Tensor`."""
+    both findings, and the fix casts the tensor argument, not `torch.Tensor` (keeping the device move
+    `type_as` makes: it names the device type too)."""
     source = textwrap.dedent('''\
         import torch
         from torch import nn
@@ -248,7 +249,8 @@ def test_a_tensor_method_called_unbound_is_read_like_the_bound_call():
     found = check_text("rotary.py", source, ALL).diagnostics
     assert sorted(d.code for d in found) == ["RPL002", "RPL005"] and all(d.fix.safety == "safe" for d in found)
     fixed = fix_text("rotary.py", source, ALL, unsafe=False)
-    assert "pos = position_ids.float()" in fixed.fixed and fixed.remaining.diagnostics == ()
+    assert "pos = position_ids.to(self.inv_freq.device, torch.float32)" in fixed.fixed
+    assert fixed.remaining.diagnostics == ()
 
 
 PRUNED_CALLER = textwrap.dedent('''\

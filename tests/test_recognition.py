@@ -249,3 +249,33 @@ def test_freqs_cos_and_freqs_sin_are_tables_not_frequencies():
                 return self.freqs_cos[:n], self.freqs_sin[:n]
         ''')
     assert {code for _, code in _found(source)} == {"RPL011"}
+
+
+def test_positions_made_on_the_cpu_keep_the_move_type_as_makes():
+    """Wav2Vec2-Conformer: `torch.arange(n).type_as(self.inv_freq)` builds positions on the CPU and relies on
+    `type_as` (`.type(self.inv_freq.type())`, which names `torch.cuda.FloatTensor` on a GPU) to move them: the
+    fix keeps the move, `.to(self.inv_freq.device, torch.float32)`. An arange placed with `device=` itself
+    only needs `.float()`."""
+    source = textwrap.dedent('''\
+        import torch
+        from torch import nn
+
+
+        class ConformerRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+            def forward(self, hidden_states):
+                time_stamps = torch.arange(hidden_states.shape[1]).type_as(self.inv_freq)
+                freqs = torch.einsum("i,j->ij", time_stamps, self.inv_freq)
+                return freqs.cos().to(hidden_states.dtype), freqs.sin().to(hidden_states.dtype)
+        ''')
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False).fixed
+    assert "time_stamps = torch.arange(hidden_states.shape[1]).to(self.inv_freq.device, torch.float32)\n" in fixed
+    placed = source.replace("torch.arange(hidden_states.shape[1])",
+                            "torch.arange(hidden_states.shape[1], device=hidden_states.device)")
+    assert placed != source
+    assert ("time_stamps = torch.arange(hidden_states.shape[1], device=hidden_states.device).float()\n"
+            in fix_text("rotary.py", placed, ALL, unsafe=False).fixed)

@@ -61,9 +61,25 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
             code = ctx.code(target)
             return _plan(ctx, site, target, scope, what, f"cast the {what} to float32 (on `{code}`'s device)",
                          (Replace(target, f"{code}.device, {torch}.float32"), *imports))
+        if isinstance(site.func, ast.Attribute) and site.func.attr == "type_as" and args and target is args[0] \
+                and _a_tensor(ctx, target) and not _placed(receiver):
+            # ``torch.arange(n).type_as(self.inv_freq)`` is ``.type(self.inv_freq.type())``, which names the
+            # device type too (``torch.cuda.FloatTensor``): transformers' Wav2Vec2-Conformer builds its positions
+            # on the CPU and relies on it. The move stays.
+            torch, imports = ctx.torch_name()
+            code = ctx.code(target)
+            moved = f"{text}.to({code}.device, {torch}.float32)" if is_atom(receiver) \
+                else f"({text}).to({code}.device, {torch}.float32)"
+            return _plan(ctx, site, target, scope, what, f"cast the {what} to float32 (on `{code}`'s device)",
+                         (Replace(site, moved), *imports))
         return _plan(ctx, site, target, scope, what, f"cast the {what} to float32",
                      (Replace(site, f"{text}.float()" if is_atom(receiver) else f"({text}).float()"),))
     return None
+
+
+def _placed(node: ast.AST) -> bool:
+    """A call that puts its result on a device itself: ``torch.arange(n, device=x.device)``."""
+    return isinstance(node, ast.Call) and any(k.arg == "device" for k in node.keywords)
 
 
 def _a_tensor(ctx: RuleContext, node: ast.AST) -> bool:
