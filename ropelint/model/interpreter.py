@@ -36,6 +36,7 @@ from .names import (
     TORCH_DTYPES_LOW,
     bool_literal,
     dotted,
+    is_none,
     is_numpy,
     number,
     qualname,
@@ -323,7 +324,7 @@ def _float32_defaulted(fn: FunctionNode) -> set[str]:
 
 def _none_defaulted(fn: FunctionNode) -> set[str]:
     """Parameters whose default is ``None``."""
-    return {p for p, d in _defaults(fn) if isinstance(d, ast.Constant) and d.value is None}
+    return {p for p, d in _defaults(fn) if is_none(d)}
 
 
 def _promote(a: Val, b: Val) -> tuple[Dt, ast.AST | None]:
@@ -370,11 +371,8 @@ class Interpreter:
     def run(self) -> FileModel:
         top = list(self._top_level(self.module.body))
         for stmt in top:
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
-                    and isinstance(stmt.value, ast.Dict) \
-                    and all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in stmt.value.keys):
-                self._dict_constants[stmt.targets[0].id] = {
-                    k.value: v for k, v in zip(stmt.value.keys, stmt.value.values)}  # type: ignore[union-attr]
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                self._module_constant(stmt.targets[0].id, stmt)
             if isinstance(stmt, FUNCTION_NODES):
                 self.model.functions[stmt.name] = stmt
             elif isinstance(stmt, ast.ClassDef):
@@ -385,16 +383,6 @@ class Interpreter:
             for name, fn in info.methods.items():
                 if len(fn.body) <= 8 and "autocast" in self.spans.text(fn):
                     self.wrappers.update({f"self.{k}": v for k, v in self._wrapper_kind(name, fn).items()})
-        for stmt in top:
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
-                    and isinstance(stmt.value, ast.Call) and stmt.value.args \
-                    and (qualname(stmt.value.func, self.imports) or "") == "functools.partial" \
-                    and qualname(stmt.value.args[0], self.imports) in AUTOCAST:
-                # ``_fp32_region = functools.partial(torch.autocast, enabled=False)``: the partial call is the region.
-                bound = ast.Call(stmt.value.args[0], stmt.value.args[1:], stmt.value.keywords)
-                scope = Scope(stmt.targets[0].id, None, (), None, stmt)
-                if self._guard_for(bound, stmt, scope) is not None:
-                    self.wrappers[stmt.targets[0].id] = "disabled"
         for name in self.model.functions:
             self._function_summary(name)
         done: set[str] = set()
@@ -448,6 +436,20 @@ class Interpreter:
                 if "{}" in key and re.fullmatch(re.escape(key).replace(r"\{\}", ".*"), name):
                     return entry
         return None
+
+    def _module_constant(self, name: str, stmt: ast.Assign) -> None:
+        """``NAME = {"dtype": torch.float32}`` (keyword arguments ``**NAME`` passes) and ``_fp32_region =
+        functools.partial(torch.autocast, enabled=False)`` (a guard: the partial's call is the region)."""
+        value = stmt.value
+        if isinstance(value, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
+                                               for k in value.keys):
+            self._dict_constants[name] = {k.value: v for k, v in zip(value.keys, value.values)}  # type: ignore[union-attr]
+        elif isinstance(value, ast.Call) and value.args \
+                and (qualname(value.func, self.imports) or "") == "functools.partial" \
+                and qualname(value.args[0], self.imports) in AUTOCAST:
+            bound = ast.Call(value.args[0], value.args[1:], value.keywords)
+            if self._guard_for(bound, stmt, Scope(name, None, (), None, stmt)) is not None:
+                self.wrappers[name] = "disabled"
 
     def _analyse_with_parts(self, info: ClassInfo, done: set[str]) -> None:
         """Classes a class holds as submodules first: a call ``self.rope(x)`` reads ``RoPE.forward``'s
@@ -595,9 +597,7 @@ class Interpreter:
                 # ``def yarn_inv_freq(..., dtype=torch.float32)``: float32 unless a caller asks otherwise.
                 frame.env[p] = frame.env[p].evolve(dtype=Dt.FULL)
         self._block(fn.body, frame)
-        ret = UNKNOWN
-        for r in frame.returns:
-            ret = r if ret is UNKNOWN else join(ret, r)
+        ret = _joined(frame.returns)
         items = None
         if frame.return_items:
             items = frame.return_items[0]
@@ -705,10 +705,7 @@ class Interpreter:
             for name in own:
                 inner.env[name] = self._param_val(name)
             self._block(stmt.body, inner)
-            ret = UNKNOWN
-            for r in inner.returns:
-                ret = r if ret is UNKNOWN else join(ret, r)
-            frame.nested[stmt.name] = Summary(ret, None, frozenset(inner.trig_params),
+            frame.nested[stmt.name] = Summary(_joined(inner.returns), None, frozenset(inner.trig_params),
                                               frozenset(inner.position_params), tuple(own),
                                               frozenset(inner.freq_params))
             frame.env.pop(stmt.name, None)
@@ -1257,8 +1254,8 @@ class Interpreter:
         if callee is None or owner is None:
             return None
         params = call_params(callee, is_method=isinstance(node.func, ast.Attribute))
-        given = {k.arg for k in node.keywords if k.arg is not None and not _is_none(k.value)}
-        given |= {p for p, a in zip(params, node.args) if not isinstance(a, ast.Starred) and not _is_none(a)}
+        given = {k.arg for k in node.keywords if k.arg is not None and not is_none(k.value)}
+        given |= {p for p, a in zip(params, node.args) if not isinstance(a, ast.Starred) and not is_none(a)}
         if not _dtype_and_device_only(callee, name, given):
             return None
         # Activations assigned by the function's own top-level statements before the call (so defined on every
@@ -1276,19 +1273,26 @@ class Interpreter:
         if frame.scope.activation is not None:
             return frame.scope.activation
         ids = arg.body if isinstance(arg, ast.IfExp) else arg  # ``input_ids if ... else inputs_embeds``
-        if frame.cls is None or not isinstance(ids, ast.Name):
+        table = self._embedding_of(ids, frame) if isinstance(ids, ast.Name) else None
+        if table is None:
             return None
-        embeddings = {attr for c in self._mro(frame.cls) for attr, made_by in c.submodules.items()
-                      if made_by == "Embedding"}
+        weight = f"self.{table}.weight"
+        if isinstance(arg, ast.IfExp):  # only the ids branch changes
+            return f"{weight} if {self.spans.text(arg.test)} else {self.spans.text(arg.orelse)}"
+        return weight
+
+    def _embedding_of(self, ids: ast.Name, frame: Frame) -> str | None:
+        """The ``nn.Embedding`` attribute the function looks ``ids`` up in (``self.tok(idx)``), if any."""
+        owner = frame.scope.node
+        if owner is None or frame.cls is None:
+            return None
+        embeddings = {attr for c in self._mro(frame.cls) for attr, made in c.submodules.items() if made == "Embedding"}
         for call in ast.walk(owner):
             if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name) \
                     and call.args[0].id == ids.id and isinstance(call.func, ast.Attribute) \
                     and isinstance(call.func.value, ast.Name) and call.func.value.id == "self" \
                     and call.func.attr in embeddings:
-                weight = f"self.{call.func.attr}.weight"
-                if isinstance(arg, ast.IfExp):  # only the ids branch changes
-                    return f"{weight} if {self.spans.text(arg.test)} else {self.spans.text(arg.orelse)}"
-                return weight
+                return call.func.attr
         return None
 
     def _integer_tensor(self, arg: ast.expr, val: Val, frame: Frame) -> bool:
@@ -1302,17 +1306,9 @@ class Interpreter:
             return False
         if INT_BY_NAME.match(arg.id):
             return True
-        owner = frame.scope.node
-        if owner is None or frame.cls is None or val.param != arg.id:
+        if val.param != arg.id:
             return False  # ``src = self.embedding(src)`` first: the name no longer holds the ids
-        embeddings = {attr for c in self._mro(frame.cls) for attr, made in c.submodules.items() if made == "Embedding"}
-        for call in ast.walk(owner):
-            if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name) \
-                    and call.args[0].id == arg.id and isinstance(call.func, ast.Attribute) \
-                    and isinstance(call.func.value, ast.Name) and call.func.value.id == "self" \
-                    and call.func.attr in embeddings:
-                return True
-        return False
+        return self._embedding_of(arg, frame) is not None
 
     def _register_buffer(self, node: ast.Call, pos: list, kw: dict, frame: Frame) -> Val:
         name_node = pos[0] if pos else kw.get("name")
@@ -1972,6 +1968,14 @@ def _trig_operands(fn: ast.AST) -> frozenset[str]:
     return frozenset(found - rebound)
 
 
+def _joined(vals: list[Val]) -> Val:
+    """What a function returns over all its ``return`` statements."""
+    out = UNKNOWN
+    for val in vals:
+        out = val if out is UNKNOWN else join(out, val)
+    return out
+
+
 def _argument_nodes(node: ast.Call, summary: Summary) -> dict[str, ast.expr]:
     """The argument expression each parameter of the callee receives at ``node``."""
     nodes = {param: arg for param, arg in zip(summary.params, node.args) if not isinstance(arg, ast.Starred)}
@@ -2013,16 +2017,11 @@ def _dtype_and_device_only(fn: FunctionNode, name: str, given: set[str]) -> bool
     return bool(loads) and all(id(n) in allowed for n in loads)
 
 
-def _is_none(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and node.value is None
-
-
 def _none_branch(test: ast.expr, given: set[str]) -> str | None:
     """For ``p is not None`` ("orelse") or ``p is None`` ("body") with ``p`` passed by the call: the branch
     the call never takes."""
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name) \
-            and test.left.id in given and isinstance(test.comparators[0], ast.Constant) \
-            and test.comparators[0].value is None:
+            and test.left.id in given and is_none(test.comparators[0]):
         if isinstance(test.ops[0], ast.IsNot):
             return "orelse"
         if isinstance(test.ops[0], ast.Is):

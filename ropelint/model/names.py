@@ -64,6 +64,11 @@ def string_value(node: ast.AST) -> str | None:
     return None
 
 
+def is_none(node: ast.AST) -> bool:
+    """The literal ``None``."""
+    return isinstance(node, ast.Constant) and node.value is None
+
+
 def bool_literal(node: ast.AST) -> bool | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, bool):
         return node.value

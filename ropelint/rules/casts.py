@@ -54,18 +54,11 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
             torch, imports = ctx.torch_name()
             return _plan(ctx, site, target, scope, what, f"cast the {what} to float32",
                          (Replace(target, f"{torch}.float32"), *imports))
-        if isinstance(site.func, ast.Attribute) and site.func.attr == "to" and site.args and target is site.args[0] \
-                and not site.keywords and _a_tensor(ctx, target):
-            # ``torch.arange(n).to(self.decay)`` also moves to that tensor's device: the move stays.
-            torch, imports = ctx.torch_name()
-            code = ctx.code(target)
-            return _plan(ctx, site, target, scope, what, f"cast the {what} to float32 (on `{code}`'s device)",
-                         (Replace(target, f"{code}.device, {torch}.float32"), *imports))
-        if isinstance(site.func, ast.Attribute) and site.func.attr == "type_as" and args and target is args[0] \
-                and _a_tensor(ctx, target) and not _placed(receiver):
-            # ``torch.arange(n).type_as(self.inv_freq)`` is ``.type(self.inv_freq.type())``, which names the
-            # device type too (``torch.cuda.FloatTensor``): transformers' Wav2Vec2-Conformer builds its positions
-            # on the CPU and relies on it. The move stays.
+        if isinstance(site.func, ast.Attribute) and site.func.attr in ("to", "type_as") and args \
+                and target is args[0] and not site.keywords and _a_tensor(ctx, target) and not _placed(receiver):
+            # A cast to another tensor also moves to its device: ``.to(self.decay)``, and ``.type_as(self.inv_freq)``
+            # (``.type(self.inv_freq.type())``, which names ``torch.cuda.FloatTensor`` on a GPU; transformers'
+            # Wav2Vec2-Conformer builds its positions on the CPU and relies on it). The move stays.
             torch, imports = ctx.torch_name()
             code = ctx.code(target)
             moved = f"{text}.to({code}.device, {torch}.float32)" if is_atom(receiver) \

@@ -5,7 +5,7 @@ import ast
 from ..diagnostics import FixPlan, Replace
 from ..model.events import Product
 from ..model.interpreter import same_file_callable
-from ..model.names import number, qualname, string_value
+from ..model.names import is_none, number, qualname, string_value
 from ..model.values import Dt
 from .base import Rule, RuleContext, as_float32, is_atom
 from .construction import assigned_value
@@ -182,13 +182,9 @@ def _new_axis(product: Product, operand: ast.AST, axis: int, rank: int) -> bool:
         position = axis - (rank - len(after))
         if position < 0:
             before = items[:ellipsis[0]]
-            return axis < len(before) and _is_none(before[axis])
-        return _is_none(after[position])
-    return _is_none(items[axis])
-
-
-def _is_none(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and node.value is None
+            return axis < len(before) and is_none(before[axis])
+        return is_none(after[position])
+    return is_none(items[axis])
 
 
 def _int_literal(node: ast.AST) -> int | None:

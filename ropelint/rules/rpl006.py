@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import ast
 
+from ..diagnostics import FixPlan, Replace
 from ..model.interpreter import POSITION_NAMES
 from ..model.names import string_value
-from ..diagnostics import FixPlan, Replace
 from ..model.values import Dt, Role
 from .base import Rule, RuleContext, append_keyword, assigned_name, later_loads
 from .callsite import caller_dtype_fix
