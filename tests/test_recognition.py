@@ -279,3 +279,39 @@ def test_positions_made_on_the_cpu_keep_the_move_type_as_makes():
     assert placed != source
     assert ("time_stamps = torch.arange(hidden_states.shape[1], device=hidden_states.device).float()\n"
             in fix_text("rotary.py", placed, ALL, unsafe=False).fixed)
+
+
+def test_a_lambda_is_analysed_at_its_call_with_the_arguments_it_gets():
+    """A matmul phase inside a lambda, called in place or through a local name, is RPL003; its left operand
+    ends in an axis of one (`p.unsqueeze(-1)`) and the right one has at least two axes (`w.unsqueeze(0)`),
+    so the matmul contracts one element and the elementwise rewrite is exact (safe). A lambda never called
+    is not analysed."""
+    source = '''\
+        import torch
+
+
+        def omega(d: int, theta: float = 10000.0) -> torch.Tensor:
+            return 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d)
+
+
+        def phases(ids: torch.Tensor, dims: list[int]):
+            omegas = [omega(d) for d in dims]
+            return [(lambda p, w: p.unsqueeze(-1) @ w.unsqueeze(0))(ids[..., i].float(), omegas[i])
+                    for i in range(len(dims))]
+
+
+        def named(pos: torch.Tensor, d: int):
+            outer = lambda p, w: p.unsqueeze(-1) @ w.unsqueeze(0)
+            angles = outer(pos.float(), omega(d))
+            return angles.cos(), angles.sin()
+        '''
+    assert _found(source) == {(10, "RPL003"): "safe", (15, "RPL003"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert fixed.count("p.unsqueeze(-1) * w.unsqueeze(0)") == 2 and "@" not in fixed
+    assert _found(fixed) == {}
+    uncalled = source.replace("angles = outer(pos.float(), omega(d))",
+                              "angles = pos.float()[:, None] * omega(d)")
+    assert _found(uncalled) == {(10, "RPL003"): "safe"}
+    # Without a proof of two axes on the right, `w` may be 1-D and `@` then drops the last axis.
+    unproven = source.replace("@ w.unsqueeze(0))(", "@ w)(")
+    assert _found(unproven)[(10, "RPL003")] == "unsafe"

@@ -206,6 +206,8 @@ class Frame:
     # ``self.<name> = value`` earlier in this function: later reads here get that value, not the state's
     # (``self.inv_freq = 1.0 / (ext_factors * ...)`` then ``self.inv_freq[None, :]`` in Phi-3's forward).
     written: dict[str, Val] = field(default_factory=dict)
+    # ``phase = lambda p, w: p[:, None] @ w[None]`` in this function: evaluated at each call with its arguments.
+    lambdas: dict[str, ast.Lambda] = field(default_factory=dict)
 
 
 @dataclass
@@ -632,6 +634,12 @@ class Interpreter:
     def _stmt(self, stmt: ast.stmt, frame: Frame) -> None:
         self._current = stmt
         if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    if isinstance(stmt.value, ast.Lambda):
+                        frame.lambdas[target.id] = stmt.value
+                    else:
+                        frame.lambdas.pop(target.id, None)
             val = self._eval(stmt.value, frame)
             items = self._items_of(stmt.value, frame)
             for target in stmt.targets:
@@ -697,7 +705,7 @@ class Interpreter:
                                 tuple(dict.fromkeys((*own, *frame.scope.params))), frame.scope.activation,
                                 frame.scope.top)
             inner = Frame(dict(frame.env), dict(frame.items), inner_scope, frame.cls, list(frame.guards),
-                          nested=dict(frame.nested))
+                          nested=dict(frame.nested), lambdas=dict(frame.lambdas))
             for dec in stmt.decorator_list:
                 guard = self._guard_for(dec, stmt, inner_scope)
                 if guard:
@@ -1109,6 +1117,10 @@ class Interpreter:
                 # ``torch.arange(n, **_FP32)`` with ``_FP32 = {"dtype": torch.float32}`` at module level.
                 kw = {**self._dict_constants[k.value.id], **kw}
 
+        lam = func if isinstance(func, ast.Lambda) else \
+            frame.lambdas.get(func.id) if isinstance(func, ast.Name) else None
+        if lam is not None:
+            return self._call_lambda(lam, pos, kw, frame)
         summary = self._callee_summary(node, frame)
         if summary is not None:
             vals = [self._eval(a, frame) for a in pos]
@@ -1170,6 +1182,19 @@ class Interpreter:
         if isinstance(func, ast.Name) and func.id in ("float", "max", "min"):
             return Val(frozenset({Role.SCALAR}))
         return UNKNOWN
+
+    def _call_lambda(self, lam: ast.Lambda, pos: list[ast.expr], kw: dict[str, ast.expr], frame: Frame) -> Val:
+        """A lambda's body, with its parameters bound to what this call passes; it sees the enclosing
+        names, and its parameters do not leak out (as in a comprehension)."""
+        names = [a.arg for a in (*lam.args.posonlyargs, *lam.args.args, *lam.args.kwonlyargs)]
+        bound = {name: self._eval(a, frame) for name, a in zip(names, pos)}
+        bound.update({k: self._eval(v, frame) for k, v in kw.items() if k in names})
+        outer = dict(frame.env)
+        for name in names:
+            frame.env[name] = bound.get(name, UNKNOWN)
+        val = self._eval(lam.body, frame)
+        frame.env = outer
+        return val.evolve(param=None)
 
     def _check_helper_trig(self, node: ast.Call, summary: Summary, bound: dict[str, Val], frame: Frame) -> None:
         if not summary.reaches_arguments:

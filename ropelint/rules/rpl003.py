@@ -221,6 +221,17 @@ def _tensordot_outer(ctx: RuleContext, product: Product) -> str | None:
     return None
 
 
+def _adds_axis(node: ast.AST) -> bool:
+    """``w.unsqueeze(k)`` or ``w[None]``: at least two axes. A matmul whose left operand ends in an axis of one
+    then contracts over one element, so the right one's second-to-last axis is one too: an exact outer product."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        return node.func.attr == "unsqueeze"
+    if isinstance(node, ast.Subscript):
+        elements = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return any(isinstance(el, ast.Constant) and el.value is None for el in elements)
+    return False
+
+
 def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
     lval, rval = product.operand_vals if len(product.operand_vals) == 2 else (None, None)
     if product.form == "tensordot":
@@ -238,7 +249,8 @@ def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
             return FixPlan("safe", "form the phase as an elementwise float32 product", (Replace(product.node, code),))
         return FixPlan("unsafe", "form the phase as a float32 broadcast product summed over the shared axis (it "
                                  "materialises the product before the sum)", (Replace(product.node, code),))
-    shapes_proven = lval is not None and lval.last_is_one and rval.second_last_is_one  # type: ignore[union-attr]
+    shapes_proven = lval is not None and lval.last_is_one \
+        and (rval.second_last_is_one or _adds_axis(product.operands[1]))  # type: ignore[union-attr]
     if product.form == "einsum-sum" or (product.form in ("matmul", "einsum-matmul") and not shapes_proven):
         summed = broadcast_sum_code(ctx, product)
         if summed is None:
