@@ -24,7 +24,9 @@ def find_rotary_symbols(path: str | Path) -> list[str]:
     model = analyse(module, scan_imports(source.text), spans)
     found: dict[str, None] = {}
     rotary = {Role.INV_FREQ, Role.PHASE, Role.COMPLEX, Role.TABLE}
-    events = [*model.products, *(r for r in model.registrations if r.value.roles & rotary)]
+    # A class that takes cos/sin of a phase a helper formed (``_rope_phase(t, inv_freq).cos()``) builds tables too.
+    events = [*model.products, *(r for r in model.registrations if r.value.roles & rotary),
+              *(t for t in model.trigs if t.arg.has(Role.PHASE) and "." in t.scope.symbol)]
     for event in events:
         symbol = event.scope.symbol.split(".")[0]
         if symbol != "<module>":

@@ -63,7 +63,44 @@ def test_a_contraction_over_a_stack_of_a_few_axes_is_safe_and_any_other_is_not()
                               "freqs = mixing @ torch.diag(inv_freq)").replace("def rotary_phase(coords, dim,",
                                                                                 "def rotary_phase(coords, mixing, dim,")
     fixes = {d.code: d.fix.safety for d in check_text("r.py", learned, frozenset(BY_CODE)).diagnostics if d.fix}
-    assert fixes.get("RPL003") == "unsafe"
+    # Any other contraction is summed term by term (memory of the phase, whatever the contracted size): safe too.
+    assert fixes.get("RPL003") == "safe"
+    assert "sum(coords.float()[:, :, k][:, :, None] * freqs.float()[k][None, None, :] for k in range(coords.shape[2]))" \
+        in fix_text("r.py", learned, frozenset(BY_CODE), unsafe=False).fixed
+
+
+LEARNED = SOURCE.replace("freqs = torch.stack([inv_freq, 0.5 * inv_freq, 0.25 * inv_freq], dim={stack_dim})",
+                         "freqs = mixing.transpose(0, 1) if {stack_dim} else mixing\n"
+                         "    freqs = freqs * inv_freq if {stack_dim} == 0 else freqs * inv_freq[:, None]") \
+    .replace("def rotary_phase(coords, dim,", "def rotary_phase(coords, mixing, dim,")
+
+
+@pytest.mark.parametrize(("spec", "shape", "stack_dim"), CASES, ids=[c[0] for c in CASES])
+def test_a_contraction_of_unknown_size_is_summed_term_by_term_and_equals_the_einsum(
+        spec: str, shape: tuple[int, ...], stack_dim: int):
+    """Frequencies mixed by a caller's matrix: nothing bounds the contracted size, so the safe fix adds one
+    elementwise term per contracted value (no product over all of them at once). It equals the einsum in
+    float64, stays float32 under CPU bf16 autocast (the einsum does not) and is fixed once."""
+    source = LEARNED.format(spec=spec, stack_dim=stack_dim)
+    outcome = fix_text("rotary.py", source, frozenset(BY_CODE), unsafe=False)
+    assert outcome.error is None and outcome.remaining.diagnostics == ()
+    assert "einsum" not in outcome.fixed and " for k in range(coords.shape[" in outcome.fixed
+    coords = torch.randint(0, 40000, shape).float()
+    mixing = torch.rand(3, 32) + 0.5  # [contracted, f]; transposed in the source for stack_dim 1
+
+    def phase(src: str, c: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        namespace: dict = {}
+        exec(compile(src, "<rotary>", "exec"), namespace)  # noqa: S102 - the test's own source
+        return namespace["rotary_phase"](c, m, 64)
+
+    expected = phase(source.replace("coords.float()", "coords"), coords.double(), mixing.double())
+    got = phase(outcome.fixed, coords, mixing)
+    assert got.dtype == torch.float32 and got.shape == expected.shape
+    torch.testing.assert_close(got.double(), expected, rtol=2e-6, atol=1e-3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert phase(outcome.fixed, coords, mixing).dtype == torch.float32
+        assert phase(source, coords, mixing).dtype == torch.bfloat16
+    assert fix_text("rotary.py", outcome.fixed, frozenset(BY_CODE), unsafe=False).fixed == outcome.fixed
 
 
 def test_a_stack_returned_by_a_helper_of_the_file_counts_as_a_few_axes():

@@ -321,10 +321,10 @@ def test_a_call_through_another_receiver_keeps_the_call_site_fix_off():
     assert "where this file calls" not in found.fix.description
 
 
-def test_a_matmul_of_unsqueezed_vectors_is_elementwise_only_when_both_are_one_dimensional():
-    """`seq.unsqueeze(-1) @ inv_freq.unsqueeze(0)` is `[n, 1] @ [1, d]` when both are aranges (safe
-    elementwise rewrite); with a stacked two-row frequency table, `unsqueeze(0)` gives `[1, 2, d]` and
-    the matmul really contracts, so only the unsafe broadcast-and-sum rewrite is offered."""
+def test_a_matmul_is_elementwise_only_when_its_left_operand_ends_in_an_axis_of_one():
+    """`seq.unsqueeze(-1) @ inv_freq.unsqueeze(0)` is `[n, 1] @ [1, d]` (safe elementwise rewrite: a valid
+    matmul whose left operand ends in one contracts one element). Two stacked coordinates against a two-row
+    frequency table, `[n, 2] @ [2, d]`, really contract: only the unsafe broadcast-and-sum rewrite is offered."""
     source = textwrap.dedent('''\
         import torch
 
@@ -338,7 +338,8 @@ def test_a_matmul_of_unsqueezed_vectors_is_elementwise_only_when_both_are_one_di
     assert _fixes(source)["RPL003"] == ("safe", "form the phase as an elementwise float32 product")
     fixed = fix_text("rotary.py", source, ALL, unsafe=False)
     assert "freqs = seq.unsqueeze(-1) * inv_freq.unsqueeze(0)" in fixed.fixed
-    stacked = source.replace("    seq = torch", "    inv_freq = torch.stack([inv_freq, inv_freq / 2])\n    seq = torch")
+    stacked = source.replace("seq.unsqueeze(-1) @ inv_freq.unsqueeze(0)",
+                             "torch.stack([seq, seq / 2], dim=-1) @ torch.stack([inv_freq, inv_freq / 2])")
     assert stacked != source
     assert _fixes(stacked)["RPL003"][0] == "unsafe"
 

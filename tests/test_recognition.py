@@ -315,3 +315,131 @@ def test_a_lambda_is_analysed_at_its_call_with_the_arguments_it_gets():
     # Without a proof of two axes on the right, `w` may be 1-D and `@` then drops the last axis.
     unproven = source.replace("@ w.unsqueeze(0))(", "@ w)(")
     assert _found(unproven)[(10, "RPL003")] == "unsafe"
+
+
+def test_tables_allocated_from_named_ids_truncate_what_is_written_into_them():
+    """`cos = bar_ids.new_zeros(...)`: `*_ids` are index tensors (int64), so cos/sin written into slices of it
+    truncate (RPL001 at the allocation, fixed by allocating float32). A float allocation is clean."""
+    source = '''\
+        import torch
+
+
+        def tables(bar_ids: torch.Tensor, dim: int = 16, theta: float = 10000.0):
+            bar_ids = bar_ids.clamp(0, 511)
+            inv_freq = 1.0 / theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+            cos = bar_ids.new_zeros(*bar_ids.shape, dim // 2)
+            angle = bar_ids.unsqueeze(-1).float() * inv_freq
+            cos[..., :] = angle.cos()
+            return cos
+        '''
+    assert _found(source) == {(7, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "bar_ids.new_zeros(*bar_ids.shape, dim // 2, dtype=torch.float32)" in fixed
+    assert _found(fixed) == {}
+    # A bare `ids` may be float coordinates (Flux): nothing is claimed about it.
+    assert _found(source.replace("bar_ids", "ids")) == {}
+
+
+def test_a_table_attribute_first_set_to_none_and_gathered_with_embedding_keeps_its_meaning():
+    """`self._cos = None` in `__init__`, the tables assigned in a builder, then
+    `F.embedding(position_ids, self._cos).type_as(position_ids)` in forward: a table cast to the ids' dtype."""
+    source = '''\
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim: int):
+                super().__init__()
+                self.dim = dim
+                self._cos = None
+
+            def _build(self, n: int, device):
+                inv_freq = 1.0 / (10000 ** (torch.arange(0, self.dim, 2, device=device, dtype=torch.float32) / self.dim))
+                t = torch.arange(n, device=device, dtype=torch.float32)
+                self._cos = (t[:, None] * inv_freq[None, :]).cos()
+
+            def forward(self, x: torch.Tensor, position_ids: torch.Tensor):
+                if self._cos is None:
+                    self._build(4096, x.device)
+                return F.embedding(position_ids, self._cos).type_as(position_ids)
+        '''
+    assert _found(source) == {(20, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "F.embedding(position_ids, self._cos).type_as(x)" in fixed
+    assert _found(source.replace(".type_as(position_ids)", ".type_as(x)")) == {}
+
+
+def test_positions_appended_to_a_list_keep_their_dtype_through_cat():
+    """`pos_ids.append(torch.stack([h, w], -1))` for integer aranges, then `torch.cat(pos_ids)`: integer
+    positions, so `emb.cos().to(pos_ids)` casts the tables to int64 (RPL001; the fix keeps the device move)."""
+    source = '''\
+        import torch
+
+
+        def patch_tables(grid_hw: torch.Tensor, dim: int = 32, theta: float = 10000.0):
+            pos_ids = []
+            for h, w in grid_hw.tolist():
+                hpos = torch.arange(h).unsqueeze(1).expand(-1, w).flatten()
+                wpos = torch.arange(w).unsqueeze(0).expand(h, -1).flatten()
+                pos_ids.append(torch.stack([hpos, wpos], dim=-1))
+            pos_ids = torch.cat(pos_ids, dim=0)
+            inv_freq = 1.0 / theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+            emb = (pos_ids.unsqueeze(-1).float() * inv_freq).flatten(1)
+            return emb.cos().to(pos_ids), emb.sin().to(pos_ids)
+        '''
+    assert _found(source) == {(13, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "emb.cos().to(pos_ids.device)" in fixed and _found(fixed) == {}
+
+
+def test_a_frequency_matrix_filled_block_by_block_forms_the_phase_of_its_einsum():
+    """`mat[a, lo:hi] = inv_freq` into a zeros matrix makes a (block-diagonal) frequency matrix; the einsum of
+    coordinates with it sums over the axes: RPL003. Nothing in the file bounds the contracted size (the
+    coordinates' last axis), so the safe fix sums one elementwise term per coordinate; it parenthesises an
+    operand that is an expression."""
+    source = '''\
+        import math
+        import torch
+
+
+        def coord_phase(coords: torch.Tensor, axis_dim: int = 16, axes: int = 3):
+            n = axis_dim // 2
+            inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, axis_dim, 2, dtype=torch.float32) / axis_dim)
+            mat = torch.zeros(axes, axes * n, dtype=torch.float32)
+            for a in range(axes):
+                mat[a, a * n:(a + 1) * n] = inv_freq
+            phase = torch.einsum("bnc,cf->bnf", coords.float() * 100.0, mat)
+            return phase.cos(), phase.sin()
+        '''
+    assert _found(source) == {(11, "RPL003"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "phase = sum((coords.float() * 100.0)[:, :, k][:, :, None] * mat.float()[k][None, None, :] " \
+           "for k in range((coords.float() * 100.0).shape[2]))" in fixed
+    assert _found(fixed) == {}
+
+
+def test_bmm_with_an_axis_of_one_is_an_outer_product_and_an_added_term_is_never_dropped():
+    """`torch.bmm(pos, inv)` with `pos = rank.float().unsqueeze(-1)`: bmm takes three axes, so the other operand's
+    contracted axis is one too; guarded by `torch.cuda.amp.autocast(enabled=False)`, RPL004's fix (remove the
+    guard, elementwise product) is safe. `torch.baddbmm(bias, pos, inv)` adds a term: reported, no fix."""
+    source = '''\
+        import torch
+
+
+        def angles(rank: torch.Tensor, dim: int = 32):
+            inv_freq = 1.0 / (10000.0 ** (torch.arange(0, dim, 2).float() / dim))
+            with torch.cuda.amp.autocast(enabled=False):
+                pos = rank.float().unsqueeze(-1)
+                inv = inv_freq.float().view(1, 1, -1).expand(rank.shape[0], -1, -1)
+                freqs = torch.bmm(pos, inv)
+            return freqs.cos(), freqs.sin()
+        '''
+    assert _found(source) == {(6, "RPL004"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "freqs = (pos * inv)" in fixed and "autocast" not in fixed and _found(fixed) == {}
+    unguarded = textwrap.dedent(source).replace("    with torch.cuda.amp.autocast(enabled=False):\n", "    if True:\n")
+    added = unguarded.replace("torch.bmm(pos, inv)", "torch.baddbmm(torch.zeros(1), pos, inv)")
+    assert {(d.line, d.code, d.fix) for d in check_text("rotary.py", added, ALL).diagnostics} \
+        == {(9, "RPL003", None)}

@@ -68,6 +68,9 @@ INT_BY_NAME = re.compile(r"^((\w+_)?(ids|index|indices)|idx|tokens|input_idx|tok
 # Names that only ever mean positions, whatever built them (``t``, ``seq`` or ``offsets`` also name activations
 # and lengths): int64 ids from most callers when nothing else is known.
 POSITION_NAMES = re.compile(r"^(positions?|pos|pos_ids|position_ids|seq_pos|pos_idx|position_index)$")
+# ``bar_ids``, ``token_type_ids``: index tensors, int64 by every convention (a bare ``ids`` can be Flux's
+# float coordinates).
+INT_ID_NAMES = re.compile(r"^\w+_ids$")
 INT_POSITION_PARAMS = re.compile(r"^(position_ids|pos_ids|cache_position|input_pos)$")
 ACTIVATION_PARAMS = re.compile(
     r"^(x|hidden_states?|hidden|q|k|v|query|key|value|xq|xk|query_states|key_states|inputs?|tensor|qk|t_x|like)$"
@@ -737,7 +740,7 @@ class Interpreter:
     def _bind(self, target: ast.expr, val: Val, items: tuple[Val, ...] | None,
               frame: Frame, source: ast.stmt | None = None) -> None:
         if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
-                and val.roles & {Role.TABLE, Role.PHASE}:
+                and val.roles & {Role.TABLE, Role.PHASE, Role.INV_FREQ}:
             self._write_into(target.value.id, val, frame)
             return
         if isinstance(target, ast.Name):
@@ -787,7 +790,9 @@ class Interpreter:
             else:
                 ref = StateRef(name, StateKind.ATTRIBUTE, source or target)
                 # Flow-insensitive across branches and methods: keep what every assignment allows.
-                if existing is not None and existing.value is not UNKNOWN and val is not UNKNOWN:
+                # ``self._cos = None`` in ``__init__`` and the tables later: the tables are what it holds.
+                if existing is not None and existing.value is not UNKNOWN and val is not UNKNOWN \
+                        and existing.value.literal != "None":
                     val = join(existing.value, val)
                 frame.cls.state[name] = StateEntry(ref, val)
 
@@ -796,13 +801,15 @@ class Interpreter:
         container = frame.env.get(name)
         if container is None:
             return
-        if container.dtype is Dt.INT and isinstance(container.site, ast.Call) \
+        if container.dtype is Dt.INT and isinstance(container.site, ast.Call) and val.roles & {Role.TABLE, Role.PHASE} \
                 and getattr(container.site.func, "attr", "").startswith("new_"):
             # ``sin[:] = torch.sin(pos * div)`` into ``sin = pos.new_zeros(...)``: the write casts to int64.
             self.model.casts.append(Cast(container.site, "container", val, dtype_val(Dt.INT), None, frame.scope))
         elif not container.roles & {Role.TABLE, Role.PHASE, Role.COMPLEX, Role.POSITIONS}:
-            # ``freqs = torch.empty(n, d); freqs[:, :h] = t[:, None] * inv_freq``: the tensor now holds the phase.
-            frame.env[name] = container.evolve(roles=val.roles & {Role.TABLE, Role.PHASE})
+            # ``freqs = torch.empty(n, d); freqs[:, :h] = t[:, None] * inv_freq``: the tensor now holds the phase;
+            # ``mat[a, lo:hi] = inv_freq`` makes a (block-diagonal) frequency matrix.
+            roles = val.roles & {Role.TABLE, Role.PHASE} or val.roles & {Role.INV_FREQ}
+            frame.env[name] = container.evolve(roles=roles)
 
     def _holder_kind(self, source: ast.stmt | None, inner: Val, fn: ast.AST | None) -> Holder | None:
         """``nn.Buffer(v, persistent=...)`` / ``nn.Parameter(v)`` on the right-hand side."""
@@ -1172,6 +1179,13 @@ class Interpreter:
             if isinstance(receiver_node, ast.Name) and receiver_node.id == "self" and method == "register_parameter":
                 return self._register_parameter(node, pos, kw, frame)
             receiver = self._eval(receiver_node, frame)
+            if method == "append" and len(pos) == 1 and isinstance(receiver_node, ast.Name) \
+                    and receiver_node.id in frame.env:
+                # ``pos_ids.append(torch.stack([h, w], -1))`` into a list: ``torch.cat(pos_ids)`` holds what it got.
+                got = self._eval(pos[0], frame)
+                frame.env[receiver_node.id] = got if receiver == UNKNOWN else join(receiver, got)
+                frame.items.pop(receiver_node.id, None)
+                return UNKNOWN
             return self._method(node, method, receiver, pos, kw, frame)
         for a in pos:
             self._eval(a, frame)
@@ -1446,6 +1460,8 @@ class Interpreter:
             if len(operands) == 2:
                 if tail == "mm":
                     operands = [self._matrix_operand(v, n) for v, n in zip(operands, opnodes)]
+                if tail == "bmm":
+                    operands = _batched_operands(*operands)
                 # ``tensordot(a, b, dims=...)`` contracts axes its own way: a form of its own, so no matmul
                 # rewrite is applied to it (``dims=0`` is the outer product, still on autocast's list).
                 form = "tensordot" if tail == "tensordot" else "matmul"
@@ -1503,6 +1519,9 @@ class Interpreter:
             return UNKNOWN
         if tail in SHAPE_METHODS and vals:
             return vals[0].evolve(last_is_one=False, second_last_is_one=False, vector=False)
+        if qn == "torch.nn.functional.embedding" and len(vals) >= 2:
+            # ``F.embedding(position_ids, cos_cached)``: rows of the table (the second argument).
+            return vals[1].evolve(last_is_one=False, second_last_is_one=False, vector=False, literal=None)
         return UNKNOWN
 
     def _state_read_template(self, template: str, node: ast.AST, frame: Frame) -> Val:
@@ -1548,7 +1567,9 @@ class Interpreter:
         receiver_node = receiver_node or node.func.value  # type: ignore[attr-defined]
         if method in ("new_zeros", "new_ones", "new_empty", "new_full") and "dtype" not in kvals \
                 and (receiver.dtype is Dt.INT or (receiver.dtype is Dt.UNKNOWN and receiver.has(Role.POSITIONS)
-                                                  and POSITION_NAMES.match(receiver.param or ""))):
+                                                  and POSITION_NAMES.match(receiver.param or ""))
+                     or (receiver.dtype is Dt.UNKNOWN and isinstance(receiver_node, ast.Name)
+                         and INT_ID_NAMES.match(receiver_node.id))):
             # ``pos.new_zeros(n, d)``: a buffer in the integer dtype of ``pos``; tables written into it truncate.
             return Val(frozenset(), Dt.INT, site=node)
         if method == "new_tensor" and pos and isinstance(pos[0], ast.Call) and isinstance(pos[0].func, ast.Name) \
@@ -1638,6 +1659,9 @@ class Interpreter:
             return res or self._arith(receiver, vals[0], ast.Mult(), node, frame)
         if method == "mm" and vals:
             receiver, vals = self._matrix_operand(receiver, receiver_node), [self._matrix_operand(vals[0], pos[0])]
+        if method == "bmm" and vals:
+            receiver, other = _batched_operands(receiver, vals[0])
+            vals = [other]
         if method in ("matmul", "mm", "bmm") and vals:
             res = self._product_or_arith(node, "matmul", receiver, vals[0], frame, [receiver_node, pos[0]])
             return res or UNKNOWN
@@ -2006,6 +2030,14 @@ def _argument_nodes(node: ast.Call, summary: Summary) -> dict[str, ast.expr]:
     nodes = {param: arg for param, arg in zip(summary.params, node.args) if not isinstance(arg, ast.Starred)}
     nodes.update({k.arg: k.value for k in node.keywords if k.arg is not None})
     return nodes
+
+
+def _batched_operands(a: Val, b: Val) -> tuple[Val, Val]:
+    """``bmm`` takes exactly three axes and contracts ``a``'s last with ``b``'s second-to-last: when one of
+    them is one (``pos.unsqueeze(-1)``), so is the other, and the product is an outer product."""
+    if a.last_is_one or b.second_last_is_one:
+        return a.evolve(last_is_one=True), b.evolve(second_last_is_one=True)
+    return a, b
 
 
 def _ids_by_name(val: Val) -> bool:

@@ -260,7 +260,8 @@ def parse_assignments(spec: str | Mapping[str, object] | None,
 
 
 def _parameters(func: Callable[..., object], *, drop_first: bool) -> list[inspect.Parameter]:
-    params = list(inspect.signature(func).parameters.values())
+    # A ``torch.jit.script`` function has no Python signature; the function it compiled keeps one.
+    params = list(inspect.signature(getattr(func, "_torchdynamo_inline", None) or func).parameters.values())
     if drop_first and params:
         params = params[1:]
     return params

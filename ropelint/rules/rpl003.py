@@ -51,12 +51,13 @@ def _parse_einsum(spec: str) -> tuple[list[str], str] | None:
     return terms, output
 
 
-def broadcast_sum_code(ctx: RuleContext, product: Product) -> str | None:
+def broadcast_sum_code(ctx: RuleContext, product: Product, *, looped: bool = False) -> str | None:
     """A summing einsum (or a matmul) of two operands as a float32 broadcast product summed over the
     contracted letters: ``einsum("bsa,af->bsf", c, f)`` becomes
     ``(c.float()[:, :, None, :] * f.float().permute(1, 0)[None, None, :, :]).sum(dim=-1)``, and
     ``a @ b`` becomes ``(a.float()[..., :, :, None] * b.float()[..., None, :, :]).sum(dim=-2)``.
-    Autocast leaves both the product and the sum in float32."""
+    Autocast leaves both the product and the sum in float32. ``looped``: an einsum's single contracted index
+    summed term by term, ``sum(c...[..., k] * f...[..., k] for k in range(...))``, or None."""
     node = product.node
     if len(product.operands) != 2:
         return None
@@ -92,7 +93,65 @@ def broadcast_sum_code(ctx: RuleContext, product: Product) -> str | None:
         pieces.append(f"{code}[{', '.join(index)}]")
     dims = ", ".join(str(-i) for i in range(len(summed), 0, -1))
     dim = dims if len(summed) == 1 else f"({dims})"
+    if looped:
+        # One index summed by both operands: add its terms one at a time, so memory stays that of the phase
+        # whatever the contracted size (the broadcast product would hold all of them at once).
+        if len(summed) != 1 or not all(summed[0] in letters for letters in bare) or _shadows_sum(product):
+            return None
+        return _looped_code(ctx, product, terms, bare, out_letters, summed[0])
     return f"({pieces[0]} * {pieces[1]}).sum(dim={dim})"
+
+
+_SHAPE_KEEPING = ("float", "double", "half", "bfloat16", "to", "type", "type_as", "contiguous", "detach")
+
+
+def _looped_code(ctx: RuleContext, product: Product, terms: list[str], bare: list[str], out_letters: str,
+                 letter: str) -> str | None:
+    """``einsum("bnc,cf->bnf", a, f)`` as ``sum(a[:, :, k][:, :, None] * f[k][None, None, :] for k in
+    range(a.shape[2]))``: each term an elementwise float32 product laid out like the output."""
+    k = next(name for name in ("k", "i", "j", "idx", "rope_k") if name not in _names_in(product.node))
+    pieces, size = [], ""
+    for term, letters, operand, val in zip(terms, bare, product.operands, product.operand_vals):
+        ellipsis = term.startswith("...")
+        at = letters.index(letter)
+        select = [k if c == letter else ":" for c in letters]
+        while select and select[-1] == ":":
+            select.pop()
+        code = f"{_float32(ctx, operand, val)}[{', '.join(['...'] * ellipsis + select)}]"
+        shaped = operand
+        while isinstance(shaped, ast.Call) and isinstance(shaped.func, ast.Attribute) \
+                and shaped.func.attr in _SHAPE_KEEPING:  # ``coords.float()``: the shape of ``coords``
+            shaped = shaped.func.value
+        shaped_code = ctx.code(shaped)
+        if not isinstance(shaped, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+            shaped_code = f"({shaped_code})"
+        size = size or f"{shaped_code}.shape[{at - len(letters) if ellipsis else at}]"
+        rest = letters.replace(letter, "")
+        order = sorted(range(len(rest)), key=lambda i: out_letters.index(rest[i]))
+        if order != list(range(len(rest))):
+            if ellipsis:
+                return None  # a permutation behind an ellipsis needs the rank: left to a person
+            code = f"{code}.permute({', '.join(str(i) for i in order)})"
+        index = [":" if c in rest else "None" for c in out_letters]
+        if "None" in index:
+            code = f"{code}[{', '.join(['...'] * ellipsis + index)}]"
+        pieces.append(code)
+    return f"sum({pieces[0]} * {pieces[1]} for {k} in range({size}))"
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _shadows_sum(product: Product) -> bool:
+    """The builtin ``sum`` is rebound in the function (a parameter or a local called ``sum``)."""
+    scope = product.scope.node
+    if scope is None:
+        return False
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+            a.arg == "sum" for a in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs)):
+        return True
+    return any(isinstance(n, ast.Name) and n.id == "sum" and isinstance(n.ctx, ast.Store) for n in ast.walk(scope))
 
 
 SMALL_CONTRACTION = 4
@@ -221,6 +280,9 @@ def _tensordot_outer(ctx: RuleContext, product: Product) -> str | None:
     return None
 
 
+_NOT_A_PRODUCT = ("addmm", "baddbmm", "addbmm", "addmv", "mv", "chain_matmul")
+
+
 def _adds_axis(node: ast.AST) -> bool:
     """``w.unsqueeze(k)`` or ``w[None]``: at least two axes. A matmul whose left operand ends in an axis of one
     then contracts over one element, so the right one's second-to-last axis is one too: an exact outer product."""
@@ -234,6 +296,10 @@ def _adds_axis(node: ast.AST) -> bool:
 
 def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
     lval, rval = product.operand_vals if len(product.operand_vals) == 2 else (None, None)
+    node = product.node
+    if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)) \
+            and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) in _NOT_A_PRODUCT:
+        return None  # ``baddbmm(bias, a, b)`` adds a term, ``mv`` drops an axis: not a product to swap in
     if product.form == "tensordot":
         code = _tensordot_outer(ctx, product)
         if code is None:
@@ -258,6 +324,10 @@ def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
         if product.form != "matmul" and small_contraction(ctx, product):
             return FixPlan("safe", "form the phase as a float32 broadcast product summed over the contracted index "
                                    "(a stack of a few axes)", (Replace(product.node, summed),))
+        looped = broadcast_sum_code(ctx, product, looped=True) if product.form != "matmul" else None
+        if looped is not None:
+            return FixPlan("safe", "form the phase as a float32 sum of elementwise products, one term per value of "
+                                   "the contracted index", (Replace(product.node, looped),))
         rank = " (assumes both operands have at least two dimensions)" if product.form == "matmul" else ""
         return FixPlan("unsafe", f"form the phase as a float32 broadcast product summed over the contracted index "
                                  f"(it materialises the product before the sum: memory grows with the contracted "
