@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
+
 from ropelint.engine import check_text
 from ropelint.fixer import fix_text
 from ropelint.rules import BY_CODE
@@ -443,3 +445,54 @@ def test_bmm_with_an_axis_of_one_is_an_outer_product_and_an_added_term_is_never_
     added = unguarded.replace("torch.bmm(pos, inv)", "torch.baddbmm(torch.zeros(1), pos, inv)")
     assert {(d.line, d.code, d.fix) for d in check_text("rotary.py", added, ALL).diagnostics} \
         == {(9, "RPL003", None)}
+
+
+def test_a_dtype_added_to_a_call_that_unpacks_keywords_goes_into_the_unpacked_dict():
+    """`torch.arange(0, d, 2, **factory_kwargs)` with `factory_kwargs = {"device": ..., "dtype": dtype}`: a
+    `dtype=` beside the unpacking would raise "got multiple values" at run time, so the fix writes
+    `**{**factory_kwargs, "dtype": torch.float32}`; the analysis reads that dict, so a second fix adds nothing."""
+    torch = pytest.importorskip("torch")
+    source = textwrap.dedent('''\
+        import torch
+
+
+        def inv_freq(dim: int, base: float = 10000.0, device=None, dtype=None):
+            factory_kwargs = {"device": device, "dtype": dtype}
+            return 1.0 / (base ** (torch.arange(0, dim, 2, **factory_kwargs) / dim))
+
+
+        def tables(n: int, dim: int = 64, dtype=None):
+            t = torch.arange(n, dtype=torch.float32)
+            freqs = torch.outer(t, inv_freq(dim, dtype=dtype))
+            return freqs.cos(), freqs.sin()
+        ''')
+    assert {code for _, code in _found(source)} == {"RPL006"}
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False).fixed
+    assert 'torch.arange(0, dim, 2, **{**factory_kwargs, "dtype": torch.float32})' in fixed
+    assert fix_text("rotary.py", fixed, ALL, unsafe=False).fixed == fixed and _found(fixed) == {}
+    namespace: dict = {}
+    exec(compile(fixed, "rotary.py", "exec"), namespace)  # noqa: S102 - the test's own source
+    cos, _ = namespace["tables"](40000, dtype=torch.bfloat16)
+    assert cos.dtype == torch.float32
+    t = torch.arange(40000, dtype=torch.float64)
+    expected = torch.outer(t, 1.0 / 10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float64) / 64)).cos()
+    torch.testing.assert_close(cos.double(), expected, rtol=0, atol=5e-3)
+
+
+def test_a_float64_table_cast_to_integer_positions_becomes_float32_not_float64():
+    """Flux's `rope` computes in float64 and returns `out.to(pos.dtype)`: float32 for float coordinates,
+    int64 (truncated) for ids. Dropping the cast would return float64; the fix casts to float32."""
+    source = '''\
+        import torch
+
+
+        def rope(pos: torch.Tensor, dim: int, theta: float) -> torch.Tensor:
+            scale = torch.arange(0, dim, 2, dtype=torch.float64, device=pos.device) / dim
+            omega = 1.0 / (theta**scale)
+            out = torch.einsum("...n,d->...nd", pos.to(torch.float64), omega)
+            out = torch.stack([torch.cos(out), -torch.sin(out), torch.sin(out), torch.cos(out)], dim=-1)
+            return out.to(pos.dtype)
+        '''
+    assert _found(source) == {(9, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "return out.float()" in fixed and _found(fixed) == {}

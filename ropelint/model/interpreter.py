@@ -1119,10 +1119,8 @@ class Interpreter:
         pos = [a for a in node.args if not isinstance(a, ast.Starred)]
         kw = {k.arg: k.value for k in node.keywords if k.arg is not None}
         for k in node.keywords:
-            if k.arg is None and isinstance(k.value, ast.Name) and k.value.id in self._dict_constants \
-                    and k.value.id not in frame.env:
-                # ``torch.arange(n, **_FP32)`` with ``_FP32 = {"dtype": torch.float32}`` at module level.
-                kw = {**self._dict_constants[k.value.id], **kw}
+            if k.arg is None:
+                kw = {**self._unpacked(k.value, frame), **kw}
 
         lam = func if isinstance(func, ast.Lambda) else \
             frame.lambdas.get(func.id) if isinstance(func, ast.Name) else None
@@ -1196,6 +1194,20 @@ class Interpreter:
         if isinstance(func, ast.Name) and func.id in ("float", "max", "min"):
             return Val(frozenset({Role.SCALAR}))
         return UNKNOWN
+
+    def _unpacked(self, node: ast.expr, frame: Frame) -> dict[str, ast.expr]:
+        """The keywords ``**node`` passes, as far as the source shows them: ``torch.arange(n, **_FP32)`` with
+        ``_FP32 = {"dtype": torch.float32}`` at module level; ``**{**factory_kwargs, "dtype": torch.float32}``."""
+        if isinstance(node, ast.Name) and node.id in self._dict_constants and node.id not in frame.env:
+            return dict(self._dict_constants[node.id])
+        out: dict[str, ast.expr] = {}
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                if key is None:
+                    out.update(self._unpacked(value, frame))
+                elif isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    out[key.value] = value
+        return out
 
     def _call_lambda(self, lam: ast.Lambda, pos: list[ast.expr], kw: dict[str, ast.expr], frame: Frame) -> Val:
         """A lambda's body, with its parameters bound to what this call passes; it sees the enclosing

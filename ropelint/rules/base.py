@@ -148,6 +148,15 @@ def append_keyword(ctx: RuleContext, call: ast.Call, keyword: str) -> str:
     """The call's source with ``keyword`` (``dtype=torch.float32``) added as its last argument; everything
     before the closing parenthesis is kept verbatim."""
     code = ctx.code(call)
+    unpacked = [k.value for k in call.keywords if k.arg is None]
+    if unpacked:
+        # ``torch.arange(0, d, 2, **factory_kwargs)`` whose dict may hold ``dtype`` too: a keyword beside it would
+        # raise "got multiple values", so the keyword goes into the unpacked dict, where it wins.
+        name, value = keyword.split("=", 1)
+        last = unpacked[-1]
+        base = ctx.spans.start_offset(call)
+        begin, end = ctx.spans.start_offset(last) - base, ctx.spans.end_offset(last) - base
+        return f'{code[:begin]}{{**{code[begin:end]}, "{name}": {value}}}{code[end:]}'
     head = code[: code.rstrip().rfind(")")].rstrip()
     sep = "" if not (call.args or call.keywords) else " " if head.endswith(",") else ", "
     return f"{head}{sep}{keyword})"

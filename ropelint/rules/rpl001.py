@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from ..diagnostics import DeleteLines, FixPlan, Replace
 from ..model.interpreter import ACTIVATION_PARAMS, POSITION_NAMES, dtype_fallback
@@ -116,8 +117,16 @@ class IntegerTableCast(Rule):
                 and [ctx.code(t) for t in owner.targets] == [receiver.id]:
             # ``cos = cos.to(dtype)`` would become ``cos = cos``: the line goes.
             return FixPlan("safe", "keep the table in float32 (drop the integer cast)", (DeleteLines(owner),))
+        if cast.scope.node is not None and _FLOAT64.search(ctx.spans.text(cast.scope.node)):
+            # Tables computed in float64 (Flux's ``rope``) would come back float64 without the cast: float32 is
+            # what float positions gave before.
+            return FixPlan("safe", "cast the table to float32 instead of the integer dtype",
+                           (Replace(cast.node, f"{atom_code(ctx, receiver, cast.node)}.float()"),))
         return FixPlan("safe", "keep the table in float32 (drop the integer cast)",
                        (Replace(cast.node, atom_code(ctx, receiver, cast.node)),))
+
+
+_FLOAT64 = re.compile(r"float64|\bdouble\b")
 
 
 def _other_arguments(ctx: RuleContext, cast) -> list[str]:  # type: ignore[no-untyped-def]
