@@ -120,6 +120,8 @@ OUTSIDE_THE_FIX = {
     # meta through `to_empty`, which materialises only parameters and buffers.
     ("framework_phase_shapes.py", "RegistryRotary"): ("meta",),
     ("framework_phase_shapes.py", "PackedRotary"): ("meta",),
+    ("framework_phase_shapes.py", "YarnRotary"): ("meta",),
+    ("offsets_grids_and_outer_forms.py", "StoredAngleRotary"): ("meta",),
     ("table_casts_across_functions.py", "StaticCacheRotary"): ("meta",),
     ("helper_dtype_flows.py", "ExpRotary"): ("meta",),
     ("helper_dtype_flows.py", "AssertedDtypeRotary"): ("meta",),

@@ -64,6 +64,7 @@ FREQ_NAMES = re.compile(r"^_?freqs?_(?!cis|cos$|sin$)[a-z0-9]+$")
 TABLE_NAMES = re.compile(r"^_?(?:\w+_)?(?:cos|sin)(?:_(?:cached|cache|table|tables|emb))?$")
 # Index tensors, integer by convention; ``idx``/``tokens``: token indices handed around before the embedding
 # lookup (nanoGPT's ``forward(self, idx)``).
+MASK_NAMES = re.compile(r"^(attention_mask|attn_mask|padding_mask|key_padding_mask|mask)$")
 INT_BY_NAME = re.compile(r"^((\w+_)?(ids|index|indices)|idx|tokens|input_idx|token_idx)$")
 # Names that only ever mean positions, whatever built them (``t``, ``seq`` or ``offsets`` also name activations
 # and lengths): int64 ids from most callers when nothing else is known.
@@ -388,6 +389,13 @@ class Interpreter:
             for name, fn in info.methods.items():
                 if len(fn.body) <= 8 and "autocast" in self.spans.text(fn):
                     self.wrappers.update({f"self.{k}": v for k, v in self._wrapper_kind(name, fn).items()})
+            init = info.methods.get("__init__")
+            for stmt in ast.walk(init) if init is not None and "partial" in self.spans.text(init) else ():
+                # ``self._no_amp = functools.partial(torch.autocast, "cuda", enabled=False)``, then ``with self._no_amp():``.
+                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
+                        and isinstance(stmt.targets[0], ast.Attribute) and (dotted(stmt.targets[0]) or [])[:1] == ["self"] \
+                        and self._partial_guard(stmt.value, stmt, stmt.targets[0].attr):
+                    self.wrappers[f"self.{stmt.targets[0].attr}"] = "disabled"
         for name in self.model.functions:
             self._function_summary(name)
         done: set[str] = set()
@@ -449,12 +457,17 @@ class Interpreter:
         if isinstance(value, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
                                                for k in value.keys):
             self._dict_constants[name] = {k.value: v for k, v in zip(value.keys, value.values)}  # type: ignore[union-attr]
-        elif isinstance(value, ast.Call) and value.args \
-                and (qualname(value.func, self.imports) or "") == "functools.partial" \
-                and qualname(value.args[0], self.imports) in AUTOCAST:
-            bound = ast.Call(value.args[0], value.args[1:], value.keywords)
-            if self._guard_for(bound, stmt, Scope(name, None, (), None, stmt)) is not None:
-                self.wrappers[name] = "disabled"
+        elif self._partial_guard(value, stmt, name):
+            self.wrappers[name] = "disabled"
+
+    def _partial_guard(self, value: ast.expr, stmt: ast.stmt, name: str) -> bool:
+        """``functools.partial(torch.autocast, "cuda", enabled=False)``: calling it opens a disabled region."""
+        if not (isinstance(value, ast.Call) and value.args
+                and (qualname(value.func, self.imports) or "") == "functools.partial"
+                and qualname(value.args[0], self.imports) in AUTOCAST):
+            return False
+        bound = ast.Call(value.args[0], value.args[1:], value.keywords)
+        return self._guard_for(bound, stmt, Scope(name, None, (), None, stmt)) is not None
 
     def _analyse_with_parts(self, info: ClassInfo, done: set[str]) -> None:
         """Classes a class holds as submodules first: a call ``self.rope(x)`` reads ``RoPE.forward``'s
@@ -801,8 +814,10 @@ class Interpreter:
         container = frame.env.get(name)
         if container is None:
             return
+        allocator = getattr(container.site, "func", None)
+        allocator_name = allocator.attr if isinstance(allocator, ast.Attribute) else getattr(allocator, "id", "")
         if container.dtype is Dt.INT and isinstance(container.site, ast.Call) and val.roles & {Role.TABLE, Role.PHASE} \
-                and getattr(container.site.func, "attr", "").startswith("new_"):
+                and (allocator_name.startswith("new_") or allocator_name.endswith("_like")):
             # ``sin[:] = torch.sin(pos * div)`` into ``sin = pos.new_zeros(...)``: the write casts to int64.
             self.model.casts.append(Cast(container.site, "container", val, dtype_val(Dt.INT), None, frame.scope))
         elif not container.roles & {Role.TABLE, Role.PHASE, Role.COMPLEX, Role.POSITIONS}:
@@ -843,6 +858,15 @@ class Interpreter:
 
     # ----------------------------------------------------------------- guards
     def _guard_for(self, expr: ast.expr, owner: ast.AST, scope: Scope) -> Guard | None:
+        if isinstance(expr, ast.Name) and scope.node is not None:
+            # ``amp_off = nullcontext() if not x.is_cuda else torch.autocast("cuda", enabled=False)``; ``with amp_off:``
+            values = [stmt.value for stmt in ast.walk(scope.node) if isinstance(stmt, ast.Assign)
+                      and [getattr(t, "id", None) for t in stmt.targets] == [expr.id]]
+            value = values[0] if len(values) == 1 else None
+            branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
+            if any(isinstance(b, ast.Call) and self._guard_for(b, owner, scope) is not None for b in branches):
+                return Guard(expr, owner, scope)
+            return None
         if not isinstance(expr, ast.Call):
             return None
         name = qualname(expr.func, self.imports)
@@ -1013,18 +1037,7 @@ class Interpreter:
         finally:
             self._metadata_read = False
         if attr == "dtype":
-            if base.has(Role.DTYPE):
-                return UNKNOWN
-            dt = base.dtype
-            plain_attribute = base.read is not None and base.read.ref.kind is StateKind.ATTRIBUTE
-            if dt is Dt.UNKNOWN and base.param is not None and INT_BY_NAME.match(base.param):
-                dt = Dt.INT  # ``ids``, ``patch_ids``: index tensors, integer by convention
-            if dt is Dt.UNKNOWN and not base.has(Role.SCALAR) and not plain_attribute:
-                # The dtype of a tensor nothing is known about is decided at run time.
-                dt = Dt.RUNTIME
-            if base.read is not None and base.read.follows_module_casts and dt is not Dt.INT:
-                dt = Dt.RUNTIME
-            return dtype_val(dt, site=None, read=base.read).evolve(param=base.param)
+            return UNKNOWN if base.has(Role.DTYPE) else _dtype_of(base)
         if attr == "device":
             return Val(frozenset({Role.DEVICE}))
         if attr in ("T", "mT", "real", "imag"):
@@ -1251,7 +1264,11 @@ class Interpreter:
                 # ``_like(emb.cos(), position_ids)`` into ``def _like(t, ref): return t.to(ref)``.
                 fn = self._callee_node(node, frame)
                 movable = fn is not None and _only_to_target(fn, target_name)
-                self.model.casts.append(Cast(node, "argument-device" if movable else "argument", val,
+                # ``def _match(t, ref): return t.to(ref.dtype)`` does nothing but the cast: the call can go.
+                droppable = fn is not None and node.args and not isinstance(node.args[0], ast.Starred) \
+                    and _only_casts(fn, name, target_name)
+                method = "argument-device" if movable else "argument-drop" if droppable else "argument"
+                self.model.casts.append(Cast(node, method, val,
                                              dtype_val(Dt.INT).evolve(param=target_name), arg, frame.scope))
         for name, cast in summary.tensor_casts:
             val = bound.get(name)
@@ -1355,8 +1372,8 @@ class Interpreter:
             return True
         if val.dtype is not Dt.UNKNOWN or not isinstance(arg, ast.Name):
             return False
-        if INT_BY_NAME.match(arg.id):
-            return True
+        if INT_BY_NAME.match(arg.id) or (val.param == arg.id and _ids_by_name(val)):
+            return True  # ``positions``, ``pos_ids``: a parameter that only ever holds positions, int64 ids
         if val.param != arg.id:
             return False  # ``src = self.embedding(src)`` first: the name no longer holds the ids
         return self._embedding_of(arg, frame) is not None
@@ -1524,6 +1541,10 @@ class Interpreter:
             return inner
         if tail == "get_default_dtype":
             return dtype_val(Dt.RUNTIME, site=node)
+        if tail in ("ones_like", "zeros_like", "empty_like", "full_like") and vals and "dtype" not in kvals \
+                and vals[0].dtype is Dt.INT:
+            # ``torch.empty_like(pos)``: a buffer in the integer dtype of ``pos``; tables written into it truncate.
+            return Val(frozenset(), Dt.INT, site=node)
         if tail in ("ones_like", "zeros_like", "ones", "zeros", "empty", "full", "randn", "rand"):
             dt = kvals.get("dtype")
             if dt is not None and dt.has(Role.DTYPE) and dt.dtype is Dt.INT:
@@ -1591,6 +1612,9 @@ class Interpreter:
             dt = given.dtype if given is not None and given.has(Role.DTYPE) else (
                 Dt.RUNTIME if receiver.dtype in (Dt.UNKNOWN, Dt.RUNTIME) else receiver.dtype)
             return Val(frozenset({Role.POSITIONS}), dt, site=node if dt.can_be_16bit else None, vector=True)
+        if method == "type" and not pos and not kw:
+            # ``position_ids.type()``: "torch.LongTensor", a name that carries the dtype (and the device).
+            return _dtype_of(receiver)
         if method == "copy_" and vals and vals[0].roles & {Role.TABLE, Role.PHASE} \
                 and isinstance(node.func, ast.Attribute):
             written = node.func.value.value if isinstance(node.func.value, ast.Subscript) else node.func.value
@@ -2044,6 +2068,24 @@ def _argument_nodes(node: ast.Call, summary: Summary) -> dict[str, ast.expr]:
     return nodes
 
 
+def _dtype_of(base: Val) -> Val:
+    """``t.dtype`` (and ``t.type()``, a type name that carries it) for a tensor ``t`` known as ``base``."""
+    dt = base.dtype
+    plain_attribute = base.read is not None and base.read.ref.kind is StateKind.ATTRIBUTE
+    if dt is Dt.UNKNOWN and base.param is not None and INT_BY_NAME.match(base.param):
+        dt = Dt.INT  # ``ids``, ``patch_ids``: index tensors, integer by convention
+    if dt is Dt.UNKNOWN and base.param is not None and MASK_NAMES.match(base.param) and not base.roles:
+        # A tokenizer's ``attention_mask`` is int64 (or bool); a float additive mask has the activations'
+        # dtype, which is where tables belong anyway (RPL001's fix casts to the activation).
+        dt = Dt.INT
+    if dt is Dt.UNKNOWN and not base.has(Role.SCALAR) and not plain_attribute:
+        # The dtype of a tensor nothing is known about is decided at run time.
+        dt = Dt.RUNTIME
+    if base.read is not None and base.read.follows_module_casts and dt is not Dt.INT:
+        dt = Dt.RUNTIME
+    return dtype_val(dt, site=None, read=base.read).evolve(param=base.param)
+
+
 def _batched_operands(a: Val, b: Val) -> tuple[Val, Val]:
     """``bmm`` takes exactly three axes and contracts ``a``'s last with ``b``'s second-to-last: when one of
     them is one (``pos.unsqueeze(-1)``), so is the other, and the product is an outer product."""
@@ -2110,6 +2152,20 @@ def _only_to_target(fn: FunctionNode, param: str) -> bool:
                and c.func.attr == "to" and len(c.args) == 1 and not c.keywords
                and isinstance(c.args[0], ast.Name) and c.args[0].id == param]
     return bool(uses) and len(uses) == len(targets)
+
+
+def _only_casts(fn: FunctionNode, value: str, like: str) -> bool:
+    """``fn`` is ``def f(value, like): return value.to(like.dtype)`` (or ``.type(like.dtype)``): nothing but the cast,
+    with ``value`` its first parameter."""
+    params = call_params(fn, is_method=False)
+    body = [stmt for stmt in fn.body if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))]
+    if not params or params[0] != value or len(body) != 1 or not isinstance(body[0], ast.Return):
+        return False
+    call = body[0].value
+    return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in ("to", "type") \
+        and isinstance(call.func.value, ast.Name) and call.func.value.id == value and len(call.args) == 1 \
+        and not call.keywords and isinstance(call.args[0], ast.Attribute) and call.args[0].attr == "dtype" \
+        and isinstance(call.args[0].value, ast.Name) and call.args[0].value.id == like
 
 
 def _submodules(fn: FunctionNode) -> dict[str, str]:

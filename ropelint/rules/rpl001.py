@@ -47,7 +47,11 @@ class IntegerTableCast(Rule):
                            f"{what.removesuffix(' cast to')} to the dtype of its `{cast.target.param}` argument, "
                            f"and `{ctx.code(cast.target_expr)}` passed here is an integer tensor (token or position ids)")
             if cast.method == "container":
-                owner = cast.node.func.value if isinstance(cast.node.func, ast.Attribute) else cast.node
+                like = isinstance(cast.node.func, ast.Attribute) and cast.node.func.attr.endswith("_like") \
+                    or isinstance(cast.node.func, ast.Name) and cast.node.func.id.endswith("_like")
+                # ``pos.new_zeros(...)`` takes the dtype of ``pos``; ``torch.empty_like(pos)`` of its argument.
+                owner = cast.node.args[0] if like and cast.node.args else \
+                    cast.node.func.value if isinstance(cast.node.func, ast.Attribute) else cast.node
                 message = (f"{what.removesuffix(' cast to')} written into a tensor that `{ctx.code(cast.node)}` "
                            f"allocates in the integer dtype of `{ctx.code(owner)}`")
             if maybe:
@@ -66,6 +70,10 @@ class IntegerTableCast(Rule):
             like = cast.method.split("=", 1)[1]
             return FixPlan("safe", f"pass `{like}` (the rotary reads only its dtype and device)",
                            (Replace(cast.target_expr, like),))
+        if cast.method == "argument-drop":  # the callee only casts its first argument: keep that argument
+            callee = ctx.code(cast.node.func)
+            return FixPlan("safe", f"drop the call (`{callee}` only casts the table to the dtype of its argument)",
+                           (Replace(cast.node, atom_code(ctx, cast.node.args[0], cast.node)),))
         if cast.method == "argument-device":  # ``_like(t, position_ids)`` ends in ``t.to(ref)``: move only
             code = ctx.code(cast.target_expr)
             return FixPlan("safe", f"pass `{code}.device` (the table stays float and still moves)",
@@ -100,10 +108,15 @@ class IntegerTableCast(Rule):
             code = ctx.code(tensor)
             return FixPlan("safe", f"keep only the move to `{code}.device` (the table stays float)",
                            (Replace(tensor, f"{code}.device"),))
+        type_name = isinstance(cast.target_expr, ast.Call) and isinstance(cast.target_expr.func, ast.Attribute) \
+            and cast.target_expr.func.attr == "type"
         if act is not None and cast.target_expr is not None:
-            replacement = act if cast.method == "type_as" else f"{act}.dtype"
+            # ``t.type(ids.type())`` names a device too ("torch.cuda.LongTensor"): the activation's type keeps it.
+            replacement = act if cast.method == "type_as" else f"{act}.type()" if type_name else f"{act}.dtype"
             return FixPlan("safe", f"cast to `{replacement}` (the activation dtype) instead",
                            (Replace(cast.target_expr, replacement),))
+        if type_name and cast.method == "type":  # ``t.type(ids.type())`` without an activation: move only
+            tensor = cast.target_expr.func.value  # type: ignore[union-attr]
         if tensor is not None:  # ``.type_as(position_ids)`` without an activation: the device move stays
             return FixPlan("safe", f"keep the table in float32 and only move it to `{ctx.code(tensor)}.device`",
                            (Replace(cast.node, f"{ctx.code(receiver)}.to({ctx.code(tensor)}.device)"),))
