@@ -374,8 +374,10 @@ def _with_small_helpers(text: bytes, blocks: list[_Block],
     ``exists(val)``): without them the analysis cannot follow a dtype argument through
     ``dtype = default(dtype, self.freqs.dtype)``. A few lines each, so parsing them is cheap."""
     taken = {begin for begin, _, _ in kept}
-    small = [b for b in blocks if b.name and b.begin not in taken and b.lines <= SMALL_HELPER_MAX_LINES
-             and b.head.startswith(("def ", "async def "))]
+    # Any size when the name says rotary (``apply_interleaved_mrope(freqs, section, out)`` writes the phase into
+    # a buffer its caller allocated, and the analysis must see that).
+    small = [b for b in blocks if b.name and b.begin not in taken and b.head.startswith(("def ", "async def "))
+             and (b.lines <= SMALL_HELPER_MAX_LINES or _ROTARY_NAME.search(b.name))]
     if not small:
         return kept
     added: list[tuple[int, int, int]] = []

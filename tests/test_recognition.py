@@ -496,3 +496,135 @@ def test_a_float64_table_cast_to_integer_positions_becomes_float32_not_float64()
     assert _found(source) == {(9, "RPL001"): "safe"}
     fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "return out.float()" in fixed and _found(fixed) == {}
+
+
+def test_a_type_name_of_ids_casts_the_tables_and_the_fix_keeps_the_activations_device():
+    """`sin.type(position_ids.type())` ("torch.LongTensor", or "torch.cuda.LongTensor" on a GPU) truncates;
+    the fix names the activation's type, which carries its device as the original carried the ids'."""
+    source = '''\
+        import torch
+
+
+        def rotate(query: torch.Tensor, position_ids: torch.Tensor, dim: int = 32):
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            angles = position_ids.float()[..., None] * inv_freq
+            sin, cos = angles.sin(), angles.cos()
+            sin, cos = sin.type(position_ids.type()), cos.type(position_ids.type())
+            return query * cos.repeat_interleave(2, -1) + query * sin.repeat_interleave(2, -1)
+        '''
+    assert _found(source) == {(8, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "sin, cos = sin.type(query.type()), cos.type(query.type())" in fixed and _found(fixed) == {}
+
+
+def test_tables_allocated_like_integer_positions_or_cast_to_a_tokenizer_mask_truncate():
+    """`torch.empty_like(pos)` of integer positions, then `sin.copy_(...)`: RPL001 at the allocation (float32
+    added). `.to(attention_mask.dtype)`: a tokenizer mask is int64 or bool, RPL001 (the cast goes)."""
+    source = '''\
+        import torch
+
+
+        def tables(input_ids: torch.Tensor, attention_mask=None, dim: int = 32):
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            position_ids = torch.arange(input_ids.shape[-1], device=input_ids.device)
+            if attention_mask is not None:
+                angles = position_ids[..., None].float() * inv_freq
+                return angles.sin().to(attention_mask.dtype)
+            pos = position_ids[..., None].expand(-1, dim // 2)
+            sin = torch.empty_like(pos, memory_format=torch.contiguous_format)
+            sin.copy_(torch.sin(position_ids[..., None].float() * inv_freq))
+            return sin
+        '''
+    assert _found(source) == {(9, "RPL001"): "safe", (11, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "torch.empty_like(pos, memory_format=torch.contiguous_format, dtype=torch.float32)" in fixed
+    assert "return angles.sin()\n" in fixed and _found(fixed) == {}
+
+
+def test_a_helper_that_only_casts_to_its_second_argument_is_dropped_when_handed_positions():
+    """`def _match(t, ref): return t.to(ref.dtype)` called with a `positions` parameter (int64 ids by
+    convention): RPL001 at the call, fixed by keeping only the table. A helper that does more keeps the
+    finding without a fix."""
+    source = '''\
+        import torch
+
+
+        def _match(t: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+            return t.to(ref.dtype)
+
+
+        def tables(positions: torch.Tensor, dim: int = 32):
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            angles = positions.float()[..., None] * inv_freq
+            return _match(torch.cos(angles), positions), _match(torch.sin(angles), positions)
+        '''
+    assert _found(source) == {(11, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "return torch.cos(angles), torch.sin(angles)" in fixed and _found(fixed) == {}
+    busier = source.replace("return t.to(ref.dtype)", "assert t.dim() >= 1\n            return t.to(ref.dtype)")
+    assert set(_found(busier).values()) == {None}
+
+
+def test_guards_held_in_an_attribute_or_chosen_by_a_conditional_expression_are_guards():
+    """`self._no_amp = functools.partial(torch.autocast, "cuda", enabled=False)` then `with self._no_amp():`,
+    and `amp_off = nullcontext() if ... else torch.autocast("cuda", enabled=False)` then `with amp_off:`:
+    both RPL004, fixed by removing the `with` and making the product elementwise."""
+    source = '''\
+        import contextlib
+        import functools
+
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim: int = 32):
+                super().__init__()
+                self.dim = dim
+                self._no_amp = functools.partial(torch.autocast, "cuda", enabled=False)
+
+            def forward(self, x: torch.Tensor, position_ids: torch.Tensor):
+                inv_freq = 1.0 / (10000 ** (torch.arange(0, self.dim, 2, device=x.device, dtype=torch.float32) / self.dim))
+                with self._no_amp():
+                    freqs = position_ids.float()[:, :, None] @ inv_freq[None, None, :]
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+
+            def angles(self, x: torch.Tensor, t: torch.Tensor):
+                inv_freq = 1.0 / (10000 ** (torch.arange(0, self.dim, 2, device=x.device, dtype=torch.float32) / self.dim))
+                amp_off = contextlib.nullcontext() if not x.is_cuda else torch.autocast("cuda", enabled=False)
+                with amp_off:
+                    freqs = torch.matmul(t.float()[:, None], inv_freq[None, :])
+                return freqs
+        '''
+    assert _found(source) == {(16, "RPL004"): "safe", (23, "RPL004"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "with " not in fixed and "@" not in fixed and "matmul" not in fixed and _found(fixed) == {}
+
+
+def test_a_phase_written_by_a_helper_into_a_buffer_the_caller_allocated_from_ids_truncates():
+    """Qwen3-VL-style `apply_interleaved_mrope(freqs, section, out)` writes the phase into `out`; the caller
+    allocates it with `position_ids.new_empty(...)` (int64): RPL001 at the allocation. A float32 buffer is
+    clean."""
+    source = '''\
+        import torch
+
+
+        def apply_interleaved_mrope(freqs: torch.Tensor, mrope_section, out: torch.Tensor) -> torch.Tensor:
+            out[...] = freqs[0]
+            for dim, offset in enumerate((1, 2), start=1):
+                length = mrope_section[dim] * 3
+                idx = slice(offset, length, 3)
+                out[..., idx] = freqs[dim, ..., idx]
+            return out
+
+
+        def mrope(position_ids: torch.Tensor, dim: int = 32, section=(4, 6, 6)):
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            freqs = position_ids[..., None].float() * inv_freq
+            freqs_t = position_ids.new_empty((*position_ids.shape[1:], freqs.shape[-1]))
+            freqs = apply_interleaved_mrope(freqs, section, freqs_t)
+            return freqs.cos(), freqs.sin()
+        '''
+    assert _found(source) == {(16, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "freqs.shape[-1]), dtype=torch.float32)" in fixed and _found(fixed) == {}

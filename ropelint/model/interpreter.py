@@ -181,12 +181,15 @@ class Summary:
     param_casts: tuple[tuple[str, str, Cast], ...] = ()
     # ``dtype`` parameters defaulting to ``torch.float32``: a call that leaves one out gets float32.
     float32_defaults: frozenset[str] = frozenset()
+    # Parameters the function writes into (``out[...] = freqs[0]``), with the parameter written (or None): a
+    # caller's integer buffer there truncates what goes in.
+    container_writes: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def reaches_arguments(self) -> bool:
         """What a call passes can matter: the callee takes cos/sin of, multiplies or casts some parameter."""
         return bool(self.trig_params or self.position_params or self.freq_params or self.int_casts
-                    or self.dtype_casts or self.tensor_casts or self.param_casts)
+                    or self.dtype_casts or self.tensor_casts or self.param_casts or self.container_writes)
 
 
 @dataclass
@@ -210,6 +213,7 @@ class Frame:
     # ``self.<name> = value`` earlier in this function: later reads here get that value, not the state's
     # (``self.inv_freq = 1.0 / (ext_factors * ...)`` then ``self.inv_freq[None, :]`` in Phi-3's forward).
     written: dict[str, Val] = field(default_factory=dict)
+    container_writes: list[tuple[str, str | None]] = field(default_factory=list)
     # ``phase = lambda p, w: p[:, None] @ w[None]`` in this function: evaluated at each call with its arguments.
     lambdas: dict[str, ast.Lambda] = field(default_factory=dict)
 
@@ -625,7 +629,8 @@ class Interpreter:
         inert = (len(self.model.products), len(self.model.trigs)) == before
         return Summary(ret, items, frozenset(frame.trig_params), frozenset(frame.position_params), tuple(params),
                        frozenset(frame.freq_params), inert, tuple(frame.int_casts), tuple(frame.dtype_casts),
-                       tuple(frame.tensor_casts), tuple(frame.param_casts), frozenset(_float32_defaulted(fn)))
+                       tuple(frame.tensor_casts), tuple(frame.param_casts), frozenset(_float32_defaulted(fn)),
+                       tuple(dict.fromkeys(frame.container_writes)))
 
     # ------------------------------------------------------------- statements
     def _block(self, body: list[ast.stmt], frame: Frame) -> None:
@@ -814,8 +819,11 @@ class Interpreter:
         container = frame.env.get(name)
         if container is None:
             return
-        allocator = getattr(container.site, "func", None)
-        allocator_name = allocator.attr if isinstance(allocator, ast.Attribute) else getattr(allocator, "id", "")
+        if container.param == name and name in frame.scope.params and not container.roles - {Role.INV_FREQ}:
+            # ``def interleave(freqs, out): out[...] = freqs[0]``: what the caller hands in as ``out`` decides.
+            source = val.param if val.param in frame.scope.params else None
+            frame.container_writes.append((name, source))
+        allocator_name = _allocator_name(container.site)
         if container.dtype is Dt.INT and isinstance(container.site, ast.Call) and val.roles & {Role.TABLE, Role.PHASE} \
                 and (allocator_name.startswith("new_") or allocator_name.endswith("_like")):
             # ``sin[:] = torch.sin(pos * div)`` into ``sin = pos.new_zeros(...)``: the write casts to int64.
@@ -1256,6 +1264,17 @@ class Interpreter:
             if val is not None and val.roles & {Role.TABLE, Role.PHASE}:
                 # ``_gather(self._cos_cached, position_ids)``: the helper's cast truncates this table.
                 self.model.casts.append(dataclasses.replace(cast, receiver=val))
+        for name, source in summary.container_writes:
+            container = bound.get(name)
+            written = bound.get(source) if source is not None else None
+            site = container.site if container is not None else None
+            allocator = _allocator_name(site)
+            if container is not None and container.dtype is Dt.INT and isinstance(site, ast.Call) \
+                    and (allocator.startswith("new_") or allocator.endswith("_like")):
+                if written is None or written.roles & {Role.TABLE, Role.PHASE}:
+                    # ``apply_interleaved_mrope(freqs, section, position_ids.new_empty(...))``: the phase truncates.
+                    self.model.casts.append(Cast(site, "container", written or Val(frozenset({Role.PHASE})),
+                                                 dtype_val(Dt.INT), None, frame.scope))
         for name, target_name, cast in summary.param_casts:
             val, target = bound.get(name), bound.get(target_name)
             arg = nodes.get(target_name)
@@ -2066,6 +2085,12 @@ def _argument_nodes(node: ast.Call, summary: Summary) -> dict[str, ast.expr]:
     nodes = {param: arg for param, arg in zip(summary.params, node.args) if not isinstance(arg, ast.Starred)}
     nodes.update({k.arg: k.value for k in node.keywords if k.arg is not None})
     return nodes
+
+
+def _allocator_name(site: ast.AST | None) -> str:
+    """``new_zeros`` in ``pos.new_zeros(...)``, ``empty_like`` in ``torch.empty_like(pos)``; "" otherwise."""
+    func = site.func if isinstance(site, ast.Call) else None
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
 
 
 def _dtype_of(base: Val) -> Val:
