@@ -628,3 +628,27 @@ def test_a_phase_written_by_a_helper_into_a_buffer_the_caller_allocated_from_ids
     assert _found(source) == {(16, "RPL001"): "safe"}
     fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "freqs.shape[-1]), dtype=torch.float32)" in fixed and _found(fixed) == {}
+
+
+def test_autocast_switched_off_and_back_on_around_the_phase_is_a_guard():
+    """`torch.set_autocast_enabled(False)` ... `torch.set_autocast_enabled(True)` around a matmul phase: RPL004.
+    The fix deletes both switches (the second one also forced autocast on for callers that never enabled it)
+    and makes the product elementwise; a lone switch without its partner is no region."""
+    source = '''\
+        import torch
+
+
+        def phase(n: int, dim: int = 32):
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            seq = torch.arange(n, dtype=torch.float32)
+            torch.set_autocast_enabled(False)
+            freqs = torch.matmul(seq.unsqueeze(1), inv_freq.unsqueeze(0))
+            torch.set_autocast_enabled(True)
+            return freqs
+        '''
+    assert _found(source) == {(7, "RPL004"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "set_autocast_enabled" not in fixed and "freqs = (seq.unsqueeze(1) * inv_freq.unsqueeze(0))" in fixed
+    assert _found(fixed) == {}
+    lone = source.replace("            torch.set_autocast_enabled(True)\n", "")
+    assert _found(lone) == {(8, "RPL003"): "safe"}

@@ -24,8 +24,10 @@ class Guard:
     """A region where autocast is disabled (or forced to float32)."""
 
     node: ast.Call  # the autocast call in the ``with`` item or decorator
-    owner: ast.AST  # the With statement or the decorated FunctionDef
+    owner: ast.AST  # the With statement or the decorated FunctionDef (or the statement switching autocast off)
     scope: Scope
+    # ``torch.set_autocast_enabled(True)`` closing a region that ``torch.set_autocast_enabled(False)`` opened.
+    closer: ast.stmt | None = None
 
 
 @dataclass(frozen=True)

@@ -634,8 +634,32 @@ class Interpreter:
 
     # ------------------------------------------------------------- statements
     def _block(self, body: list[ast.stmt], frame: Frame) -> None:
-        for stmt in body:
+        opened: Guard | None = None
+        for i, stmt in enumerate(body):
+            toggle = self._autocast_toggle(stmt)
+            if toggle is False and opened is None:
+                # ``torch.set_autocast_enabled(False)`` ... ``torch.set_autocast_enabled(True)`` in one block: a region.
+                closer = next((s for s in body[i + 1:] if self._autocast_toggle(s) is True), None)
+                if closer is not None:
+                    opened = Guard(stmt.value, stmt, frame.scope, closer)  # type: ignore[attr-defined]
+                    frame.guards.append(opened)
+                    continue
+            if opened is not None and stmt is opened.closer:
+                frame.guards.remove(opened)
+                opened = None
+                continue
             self._stmt(stmt, frame)
+        if opened is not None and opened in frame.guards:
+            frame.guards.remove(opened)
+
+    def _autocast_toggle(self, stmt: ast.stmt) -> bool | None:
+        """The value ``torch.set_autocast_enabled([device,] value)`` sets, for a statement that is one; else None."""
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and stmt.value.args
+                and not stmt.value.keywords):
+            return None
+        if (qualname(stmt.value.func, self.imports) or "") != "torch.set_autocast_enabled":
+            return None
+        return bool_literal(stmt.value.args[-1])
 
     def _branch(self, frame: Frame, bodies: list[list[ast.stmt] | None]) -> None:
         base_env, base_items = dict(frame.env), dict(frame.items)

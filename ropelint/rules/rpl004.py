@@ -41,6 +41,9 @@ class AutocastGuard(Rule):
             if text is None:
                 return None
             edits = [Replace(owner, text)]
+        elif isinstance(owner, ast.Expr) and guard.closer is not None:
+            # The switch off and the switch back on go; the statements between them stay where they are.
+            edits = [DeleteLines(owner), *edits, DeleteLines(guard.closer)]
         elif isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)):
             decorator = next((d for d in owner.decorator_list if d is guard.node), None)
             if decorator is None:
