@@ -319,6 +319,8 @@ class _Block:
     head: str = ""
     name: str | None = None
     interesting: bool = False
+    # Kept for calling a rotary-named method of a kept class: its ``__init__`` says what ``self.<attr>`` holds.
+    calls_rotary_method: bool = False
 
     def text(self, source: bytes) -> str:
         return source[self.begin:self.end].decode("utf-8", "surrogatepass")
@@ -368,6 +370,37 @@ def _anchor_offsets(text: bytes) -> list[int]:
     return found
 
 
+_DTYPE_CONSTANT = re.compile(rb"^([A-Za-z_]\w*)\s*(?::[^=\n]*)?=\s*torch\.(?:bfloat16|float16|half|float32|float|float64|double)\s*$",
+                             re.MULTILINE)
+_METHOD_DEF = re.compile(rb"^[ \t]+(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
+
+
+def _with_method_callers(text: bytes, blocks: list[_Block]) -> list[str]:
+    """Classes that call a rotary-named method of a kept class (``self.rope_params.create_rope_const_params(...)``
+    on a config object whose method calls ``Utils.create_sinusoidal_positions(...)``) become interesting too,
+    transitively: the dtype they pass decides what that method builds. Returns the calls, as ``.name(``."""
+    classes = [b for b in blocks if b.head.startswith("class ")]
+    found: list[str] = []
+    if not any(b.interesting for b in classes):
+        return found
+    done: set[bytes] = set()
+    changed = True
+    while changed:
+        changed = False
+        methods = {m.group(1) for b in classes if b.interesting
+                   for m in _METHOD_DEF.finditer(text, b.begin, b.end)} - done
+        calls = [b"." + m + b"(" for m in methods if _ROTARY_NAME.search(m.decode())]
+        done |= methods
+        for b in classes:
+            if b.interesting:
+                continue
+            hits = [call for call in calls if text.find(call, b.begin, b.end) != -1]
+            if hits:
+                b.interesting = b.calls_rotary_method = changed = True
+                found.extend(call.decode() for call in hits if call.decode() not in found)
+    return found
+
+
 def _with_small_helpers(text: bytes, blocks: list[_Block],
                         kept: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     """``kept`` plus the short top-level functions it calls, transitively (``default(val, d)``,
@@ -399,7 +432,7 @@ def _with_keyword_constants(text: bytes, blocks: list[_Block],
     with ``_FP32 = {"dtype": torch.float32}``): without them a dtype the call passes is invisible."""
     searched = b"".join(text[begin:end] for begin, end, _ in kept)
     unpacked = set(re.findall(rb"\*\*([A-Za-z_]\w*)", searched))
-    if not unpacked and b"autocast" not in text:
+    if not unpacked and b"autocast" not in text and _DTYPE_CONSTANT.search(text) is None:
         return kept
     taken = {begin for begin, _, _ in kept}
     added = []
@@ -407,9 +440,14 @@ def _with_keyword_constants(text: bytes, blocks: list[_Block],
         if b.begin not in taken and b.lines <= SMALL_HELPER_MAX_LINES:
             block = text[b.begin:b.end]
             m = re.match(rb"([A-Za-z_]\w*)\s*(?::[^=\n]*)?=\s*(\{|dict\(|(?:functools\.)?partial\()", block)
+            name = m.group(1) if m is not None else b""
+            dtype = _DTYPE_CONSTANT.match(block)
+            if dtype is not None and re.search(rb"(?<![\w.])" + re.escape(dtype.group(1)) + rb"\b", searched):
+                # ``DTYPE = torch.bfloat16`` at module level, read as ``dtype=DTYPE`` by kept code.
+                added.append((b.begin, b.end, b.line))
+                continue
             if m is None:
                 continue
-            name = m.group(1)
             if (m.group(2) in (b"{", b"dict(") and name in unpacked) or (
                     b"autocast" in block and re.search(rb"(?<![\w.])" + re.escape(name) + rb"\(", searched)):
                 # ``_fp32 = partial(torch.autocast, enabled=False)`` opens the regions ``with _fp32(...)`` guards.
@@ -458,6 +496,8 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
                     strong.add(name)
                     changed = True
     kept_functions = [f"{name}(" for name in strong]
+    # ``.create_rope_const_params(``: rotary-named methods of kept classes; a class calling one keeps that method.
+    kept_functions += _with_method_callers(text, blocks)
     # Kept rotary classes whose ``forward`` takes activations first, as ``Name(``: a class holding one may hand
     # it ids by mistake.
     takers = [f"{b.name}(".encode() for b in blocks if b.name and b.interesting and b.head.startswith("class ")
@@ -474,6 +514,8 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
         if is_class and not interesting and kept_functions:
             segment = block.text(text)
             interesting = any(call in segment for call in kept_functions)
+        if block.calls_rotary_method:
+            calls = [*calls, "def __init__("]
         if is_class:  # kept or not, a class that hands ids to a rotary keeps the methods that do it
             holder = _token_ids_handed(text, block, takers)
             if holder:

@@ -338,8 +338,8 @@ def test_tables_allocated_from_named_ids_truncate_what_is_written_into_them():
     fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "bar_ids.new_zeros(*bar_ids.shape, dim // 2, dtype=torch.float32)" in fixed
     assert _found(fixed) == {}
-    # A bare `ids` may be float coordinates (Flux): nothing is claimed about it.
-    assert _found(source.replace("bar_ids", "ids")) == {}
+    # An unnamed float tensor claims nothing.
+    assert _found(source.replace("bar_ids", "coords")) == {}
 
 
 def test_a_table_attribute_first_set_to_none_and_gathered_with_embedding_keeps_its_meaning():
@@ -652,3 +652,97 @@ def test_autocast_switched_off_and_back_on_around_the_phase_is_a_guard():
     assert _found(fixed) == {}
     lone = source.replace("            torch.set_autocast_enabled(True)\n", "")
     assert _found(lone) == {(8, "RPL003"): "safe"}
+
+
+def test_engine_shapes_positions_reassigned_from_the_parameter_and_buffers_a_helper_fills():
+    """vLLM's `forward_native`: `positions = positions.flatten()` then
+    `cache.to(positions.device, dtype=positions.dtype)` still names the ids' dtype (RPL001, the device move
+    stays); a helper that copies the phase it is handed into `positions.new_empty(...)` truncates it (RPL001 at
+    that allocation)."""
+    source = '''\
+        import torch
+
+
+        def _merge(chunk: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+            out = positions.new_empty(chunk.shape[1:])
+            out.copy_(chunk[0])
+            return out
+
+
+        def tables(positions: torch.Tensor, query: torch.Tensor, dim: int = 32):
+            positions = positions.flatten()
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            cache = (torch.arange(4096, dtype=torch.float32)[:, None] * inv_freq).cos()
+            cache = cache.to(positions.device, dtype=positions.dtype)
+            phase = positions.float()[None, :, None] * inv_freq
+            return cache[positions], _merge(phase, positions)
+        '''
+    assert _found(source) == {(5, "RPL001"): "safe", (14, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "positions.new_empty(chunk.shape[1:], dtype=torch.float32)" in fixed
+    assert "cache = cache.to(positions.device, dtype=query.dtype)" in fixed and _found(fixed) == {}
+
+
+def test_a_dtype_reaching_a_table_builder_through_a_held_object_and_a_static_method():
+    """TensorRT-LLM style: a module holds `self.rope_params` (annotated `RopeParams`, a class of the file) and
+    calls `self.rope_params.create_rope_const_params(dtype=position_ids.dtype)`, which hands `dtype` to the
+    static `RopeUtils.create_rope_tables(..., dtype=dtype)` that ends in `.to(dtype)`: RPL001 at the outer call,
+    fixed to `torch.float32`, although neither the holder nor the config class has rotary code of its own."""
+    source = '''\
+        from dataclasses import dataclass
+
+        import torch
+        import torch.nn as nn
+
+
+        @dataclass
+        class RopeParams:
+            dim: int = 32
+            max_positions: int = 4096
+
+            def create_rope_const_params(self, dtype=torch.float32):
+                return RopeUtils.create_rope_tables(self.max_positions, self.dim, dtype=dtype)
+
+
+        class RopeUtils:
+            @staticmethod
+            def create_rope_tables(num_pos: int, dim: int, dtype=torch.float32):
+                inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+                angles = torch.arange(num_pos, dtype=torch.float32)[:, None] * inv_freq
+                return torch.cat((angles.cos(), angles.sin()), dim=-1).to(dtype)
+
+
+        class Holder(nn.Module):
+            def __init__(self, rope_params: RopeParams):
+                super().__init__()
+                self.rope_params = rope_params
+
+            def table(self, position_ids: torch.Tensor):
+                return self.rope_params.create_rope_const_params(dtype=position_ids.dtype)[position_ids]
+        '''
+    assert _found(source) == {(30, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "create_rope_const_params(dtype=torch.float32)" in fixed and _found(fixed) == {}
+
+
+def test_notebook_shapes_legacy_long_tensors_and_module_level_dtype_constants():
+    """`pos = torch.LongTensor(list(range(n)))` is int64, so `cos.to(pos)` truncates (RPL001, the move stays);
+    `DTYPE = torch.bfloat16` at module level makes `torch.arange(n, dtype=DTYPE)` 16-bit positions (RPL005)."""
+    source = '''\
+        import torch
+
+        DTYPE = torch.bfloat16
+
+
+        def tables(n: int, dim: int = 32):
+            inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            t = torch.arange(n, dtype=DTYPE)
+            freqs = t[:, None].float() * inv_freq
+            pos = torch.LongTensor(list(range(n)))
+            return freqs.cos().to(pos), freqs.sin().to(DTYPE)
+        '''
+    assert _found(source) == {(8, "RPL005"): "safe", (11, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "t = torch.arange(n, dtype=torch.float32)" in fixed and "freqs.cos().to(pos.device)" in fixed
+    assert _found(fixed) == {}
+    assert _found(source.replace("DTYPE = torch.bfloat16", "DTYPE = torch.float32")) == {(11, "RPL001"): "safe"}

@@ -64,14 +64,12 @@ FREQ_NAMES = re.compile(r"^_?freqs?_(?!cis|cos$|sin$)[a-z0-9]+$")
 TABLE_NAMES = re.compile(r"^_?(?:\w+_)?(?:cos|sin)(?:_(?:cached|cache|table|tables|emb))?$")
 # Index tensors, integer by convention; ``idx``/``tokens``: token indices handed around before the embedding
 # lookup (nanoGPT's ``forward(self, idx)``).
-MASK_NAMES = re.compile(r"^(attention_mask|attn_mask|padding_mask|key_padding_mask|mask)$")
 INT_BY_NAME = re.compile(r"^((\w+_)?(ids|index|indices)|idx|tokens|input_idx|token_idx)$")
+# A tokenizer's mask: int64 (or bool) by convention.
+MASK_NAMES = re.compile(r"^(attention_mask|attn_mask|padding_mask|key_padding_mask|mask)$")
 # Names that only ever mean positions, whatever built them (``t``, ``seq`` or ``offsets`` also name activations
 # and lengths): int64 ids from most callers when nothing else is known.
 POSITION_NAMES = re.compile(r"^(positions?|pos|pos_ids|position_ids|seq_pos|pos_idx|position_index)$")
-# ``bar_ids``, ``token_type_ids``: index tensors, int64 by every convention (a bare ``ids`` can be Flux's
-# float coordinates).
-INT_ID_NAMES = re.compile(r"^\w+_ids$")
 INT_POSITION_PARAMS = re.compile(r"^(position_ids|pos_ids|cache_position|input_pos)$")
 ACTIVATION_PARAMS = re.compile(
     r"^(x|hidden_states?|hidden|q|k|v|query|key|value|xq|xk|query_states|key_states|inputs?|tensor|qk|t_x|like)$"
@@ -184,12 +182,16 @@ class Summary:
     # Parameters the function writes into (``out[...] = freqs[0]``), with the parameter written (or None): a
     # caller's integer buffer there truncates what goes in.
     container_writes: tuple[tuple[str, str | None], ...] = ()
+    # Parameters written into an integer buffer the function allocates (``out = positions.new_empty(...)``;
+    # ``out.copy_(chunk[0])``), with that allocation: a caller passing the phase there has it truncated.
+    int_buffer_writes: tuple[tuple[str, ast.Call], ...] = ()
 
     @property
     def reaches_arguments(self) -> bool:
         """What a call passes can matter: the callee takes cos/sin of, multiplies or casts some parameter."""
         return bool(self.trig_params or self.position_params or self.freq_params or self.int_casts
-                    or self.dtype_casts or self.tensor_casts or self.param_casts or self.container_writes)
+                    or self.dtype_casts or self.tensor_casts or self.param_casts or self.container_writes
+                    or self.int_buffer_writes)
 
 
 @dataclass
@@ -213,7 +215,9 @@ class Frame:
     # ``self.<name> = value`` earlier in this function: later reads here get that value, not the state's
     # (``self.inv_freq = 1.0 / (ext_factors * ...)`` then ``self.inv_freq[None, :]`` in Phi-3's forward).
     written: dict[str, Val] = field(default_factory=dict)
+    # Parameters written into (``out[...] = freqs[0]``), with the parameter written: see Summary.
     container_writes: list[tuple[str, str | None]] = field(default_factory=list)
+    int_buffer_writes: list[tuple[str, ast.Call]] = field(default_factory=list)
     # ``phase = lambda p, w: p[:, None] @ w[None]`` in this function: evaluated at each call with its arguments.
     lambdas: dict[str, ast.Lambda] = field(default_factory=dict)
 
@@ -367,6 +371,8 @@ class Interpreter:
         self._specialized: dict[int, Summary] = {}  # call node -> its callee analysed with its arguments
         # Module-level ``NAME = {"dtype": torch.float32, ...}``: keyword arguments that ``**NAME`` passes.
         self._dict_constants: dict[str, dict[str, ast.expr]] = {}
+        # Module-level ``DTYPE = torch.bfloat16``: the dtype a later ``dtype=DTYPE`` names.
+        self._dtype_constants: dict[str, Val] = {}
         # Expression kinds the analysis looks into; any other evaluates to UNKNOWN.
         self._handlers = {
             ast.Name: self._eval_name, ast.Constant: self._eval_constant, ast.Attribute: self._attribute,
@@ -463,6 +469,9 @@ class Interpreter:
             self._dict_constants[name] = {k.value: v for k, v in zip(value.keys, value.values)}  # type: ignore[union-attr]
         elif self._partial_guard(value, stmt, name):
             self.wrappers[name] = "disabled"
+        elif isinstance(value, ast.Attribute) and (qualname(value, self.imports) or "").startswith("torch.") \
+                and _torch_dtype(value.attr) is not None:
+            self._dtype_constants[name] = _torch_dtype(value.attr)  # type: ignore[assignment]
 
     def _partial_guard(self, value: ast.expr, stmt: ast.stmt, name: str) -> bool:
         """``functools.partial(torch.autocast, "cuda", enabled=False)``: calling it opens a disabled region."""
@@ -630,7 +639,7 @@ class Interpreter:
         return Summary(ret, items, frozenset(frame.trig_params), frozenset(frame.position_params), tuple(params),
                        frozenset(frame.freq_params), inert, tuple(frame.int_casts), tuple(frame.dtype_casts),
                        tuple(frame.tensor_casts), tuple(frame.param_casts), frozenset(_float32_defaulted(fn)),
-                       tuple(dict.fromkeys(frame.container_writes)))
+                       tuple(dict.fromkeys(frame.container_writes)), tuple(dict.fromkeys(frame.int_buffer_writes)))
 
     # ------------------------------------------------------------- statements
     def _block(self, body: list[ast.stmt], frame: Frame) -> None:
@@ -782,7 +791,7 @@ class Interpreter:
     def _bind(self, target: ast.expr, val: Val, items: tuple[Val, ...] | None,
               frame: Frame, source: ast.stmt | None = None) -> None:
         if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
-                and val.roles & {Role.TABLE, Role.PHASE, Role.INV_FREQ}:
+                and (val.roles & {Role.TABLE, Role.PHASE, Role.INV_FREQ} or _bare_param_of(val, frame)):
             self._write_into(target.value.id, val, frame)
             return
         if isinstance(target, ast.Name):
@@ -848,11 +857,15 @@ class Interpreter:
             source = val.param if val.param in frame.scope.params else None
             frame.container_writes.append((name, source))
         allocator_name = _allocator_name(container.site)
-        if container.dtype is Dt.INT and isinstance(container.site, ast.Call) and val.roles & {Role.TABLE, Role.PHASE} \
-                and (allocator_name.startswith("new_") or allocator_name.endswith("_like")):
+        int_buffer = container.dtype is Dt.INT and isinstance(container.site, ast.Call) \
+            and (allocator_name.startswith("new_") or allocator_name.endswith("_like"))
+        if int_buffer and not val.roles & {Role.TABLE, Role.PHASE} and _bare_param_of(val, frame):
+            # ``out = positions.new_empty(...)``; ``out.copy_(chunk[0])``: what a caller passes as ``chunk`` decides.
+            frame.int_buffer_writes.append((val.param, container.site))  # type: ignore[arg-type]
+        elif int_buffer and val.roles & {Role.TABLE, Role.PHASE}:
             # ``sin[:] = torch.sin(pos * div)`` into ``sin = pos.new_zeros(...)``: the write casts to int64.
             self.model.casts.append(Cast(container.site, "container", val, dtype_val(Dt.INT), None, frame.scope))
-        elif not container.roles & {Role.TABLE, Role.PHASE, Role.COMPLEX, Role.POSITIONS}:
+        elif not container.roles & {Role.TABLE, Role.PHASE, Role.COMPLEX, Role.POSITIONS} and val.roles:
             # ``freqs = torch.empty(n, d); freqs[:, :h] = t[:, None] * inv_freq``: the tensor now holds the phase;
             # ``mat[a, lo:hi] = inv_freq`` makes a (block-diagonal) frequency matrix.
             roles = val.roles & {Role.TABLE, Role.PHASE} or val.roles & {Role.INV_FREQ}
@@ -964,6 +977,8 @@ class Interpreter:
 
     def _eval_name(self, node: ast.Name, frame: Frame) -> Val:
         value = frame.env.get(node.id)
+        if value is None and node.id in self._dtype_constants:
+            return self._dtype_constants[node.id]
         if value is None and node.id in self.imports.names:
             qn = qualname(node, self.imports) or ""
             if qn.startswith("torch.") and qn.count(".") == 1:  # ``from torch import float32, long``
@@ -1148,6 +1163,16 @@ class Interpreter:
             held = self._held_entry(frame.cls, func.attr)
             if held is not None:
                 return self._method_summary(*held)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.model.classes \
+                and func.value.id not in frame.env and self._find_method(self.model.classes[func.value.id], func.attr):
+            # ``RopeEmbeddingUtils.create_sinusoidal_positions(...)``: a static or class method of this file.
+            return self._method_summary(self.model.classes[func.value.id], func.attr)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Attribute) and frame.cls is not None \
+                and isinstance(func.value.value, ast.Name) and func.value.value.id == "self":
+            # ``self.rope_params.create_rope_const_params(...)`` on an object of a class of this file.
+            owner = held_class(self.model.classes, frame.cls, func.value.attr)
+            if owner is not None and owner is not frame.cls and self._find_method(owner, func.attr):
+                return self._method_summary(owner, func.attr)
         return None
 
     def _held_entry(self, cls: ClassInfo, attr: str) -> tuple[ClassInfo, str] | None:
@@ -1277,6 +1302,12 @@ class Interpreter:
                 if val is not None and val.has(Role.DTYPE) and val.dtype is Dt.INT and name in nodes:
                     # ``self._set_cos_sin_cache(n, dtype=position_ids.dtype)``: the callee casts its tables to it.
                     self.model.casts.append(Cast(node, "call", cast.receiver, val, nodes[name], frame.scope))
+                elif val is not None and val.has(Role.DTYPE) and val.param in frame.scope.params and name in nodes \
+                        and isinstance(nodes[name], ast.Name) and nodes[name].id == val.param:
+                    # ``def build(self, dtype): return Utils.tables(..., dtype=dtype)``: this function's own ``dtype``
+                    # parameter decides, so its callers are checked as the inner function's are.
+                    frame.dtype_casts.append((val.param, Cast(node, "call", cast.receiver, val, nodes[name],
+                                                              frame.scope)))
                 fallback = cast.target.fallback_param
                 if name not in nodes and fallback in nodes and not bound[fallback].has(Role.DTYPE) \
                         and (bound[fallback].dtype is Dt.INT or _ids_by_name(bound[fallback])):
@@ -1299,6 +1330,12 @@ class Interpreter:
                     # ``apply_interleaved_mrope(freqs, section, position_ids.new_empty(...))``: the phase truncates.
                     self.model.casts.append(Cast(site, "container", written or Val(frozenset({Role.PHASE})),
                                                  dtype_val(Dt.INT), None, frame.scope))
+        for name, site in summary.int_buffer_writes:
+            written = bound.get(name)
+            if written is not None and written.roles & {Role.TABLE, Role.PHASE} \
+                    and not any(c.node is site for c in self.model.casts):
+                # ``_merge_mrope_sections(phase, positions, ...)`` copies the phase into ``positions.new_empty``.
+                self.model.casts.append(Cast(site, "container", written, dtype_val(Dt.INT), None, frame.scope))
         for name, target_name, cast in summary.param_casts:
             val, target = bound.get(name), bound.get(target_name)
             arg = nodes.get(target_name)
@@ -1584,6 +1621,8 @@ class Interpreter:
             return inner
         if tail == "get_default_dtype":
             return dtype_val(Dt.RUNTIME, site=node)
+        if tail in ("LongTensor", "IntTensor") and not numpy:
+            return Val(frozenset(), Dt.INT, site=node)  # ``torch.LongTensor(list(range(n)))``: int64 positions
         if tail in ("ones_like", "zeros_like", "empty_like", "full_like") and vals and "dtype" not in kvals \
                 and vals[0].dtype is Dt.INT:
             # ``torch.empty_like(pos)``: a buffer in the integer dtype of ``pos``; tables written into it truncate.
@@ -1645,7 +1684,7 @@ class Interpreter:
                 and (receiver.dtype is Dt.INT or (receiver.dtype is Dt.UNKNOWN and receiver.has(Role.POSITIONS)
                                                   and POSITION_NAMES.match(receiver.param or ""))
                      or (receiver.dtype is Dt.UNKNOWN and isinstance(receiver_node, ast.Name)
-                         and INT_ID_NAMES.match(receiver_node.id))):
+                         and INT_BY_NAME.match(receiver_node.id))):
             # ``pos.new_zeros(n, d)``: a buffer in the integer dtype of ``pos``; tables written into it truncate.
             return Val(frozenset(), Dt.INT, site=node)
         if method == "new_tensor" and pos and isinstance(pos[0], ast.Call) and isinstance(pos[0].func, ast.Name) \
@@ -1658,7 +1697,7 @@ class Interpreter:
         if method == "type" and not pos and not kw:
             # ``position_ids.type()``: "torch.LongTensor", a name that carries the dtype (and the device).
             return _dtype_of(receiver)
-        if method == "copy_" and vals and vals[0].roles & {Role.TABLE, Role.PHASE} \
+        if method == "copy_" and vals and (vals[0].roles & {Role.TABLE, Role.PHASE} or _bare_param_of(vals[0], frame)) \
                 and isinstance(node.func, ast.Attribute):
             written = node.func.value.value if isinstance(node.func.value, ast.Subscript) else node.func.value
             if isinstance(written, ast.Name):
@@ -2111,6 +2150,11 @@ def _argument_nodes(node: ast.Call, summary: Summary) -> dict[str, ast.expr]:
     return nodes
 
 
+def _bare_param_of(val: Val, frame: Frame) -> bool:
+    """``val`` is (a view of) a parameter of the function being analysed, nothing known about it."""
+    return not val.roles and val.param is not None and val.param in frame.scope.params
+
+
 def _allocator_name(site: ast.AST | None) -> str:
     """``new_zeros`` in ``pos.new_zeros(...)``, ``empty_like`` in ``torch.empty_like(pos)``; "" otherwise."""
     func = site.func if isinstance(site, ast.Call) else None
@@ -2218,8 +2262,19 @@ def _only_casts(fn: FunctionNode, value: str, like: str) -> bool:
 
 
 def _submodules(fn: FunctionNode) -> dict[str, str]:
-    """``self.rope = RoPE(dim)`` in ``fn``: {"rope": "RoPE"}."""
+    """``self.rope = RoPE(dim)`` in ``fn``: {"rope": "RoPE"}; also ``self.params = params`` for a parameter
+    annotated ``params: RopeParams``."""
     out = {}
+    annotated = {a.arg: a.annotation for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)
+                 if a.annotation is not None}
+    for node in fn.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in annotated:
+            kind = annotated[node.value.id]
+            name = kind.id if isinstance(kind, ast.Name) else string_value(kind)
+            for target in node.targets:
+                if name and isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                        and target.value.id == "self":
+                    out[target.attr] = name
     todo = list(fn.body)
     while todo:  # statements only: a submodule is built by an assignment statement, never inside an expression
         node = todo.pop()

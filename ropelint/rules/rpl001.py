@@ -47,15 +47,16 @@ class IntegerTableCast(Rule):
                            f"{what.removesuffix(' cast to')} to the dtype of its `{cast.target.param}` argument, "
                            f"and `{ctx.code(cast.target_expr)}` passed here is an integer tensor (token or position ids)")
             if cast.method == "container":
-                like = isinstance(cast.node.func, ast.Attribute) and cast.node.func.attr.endswith("_like") \
-                    or isinstance(cast.node.func, ast.Name) and cast.node.func.id.endswith("_like")
+                func = cast.node.func
+                allocator = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
                 # ``pos.new_zeros(...)`` takes the dtype of ``pos``; ``torch.empty_like(pos)`` of its argument.
-                owner = cast.node.args[0] if like and cast.node.args else \
-                    cast.node.func.value if isinstance(cast.node.func, ast.Attribute) else cast.node
+                owner = cast.node.args[0] if allocator.endswith("_like") and cast.node.args else \
+                    func.value if isinstance(func, ast.Attribute) else cast.node
                 message = (f"{what.removesuffix(' cast to')} written into a tensor that `{ctx.code(cast.node)}` "
                            f"allocates in the integer dtype of `{ctx.code(owner)}`")
             if maybe:
-                message = (f"{what.removesuffix(' cast to')} cast to the dtype of `{cast.target.param}`, positions that "
+                named = cast.target.param or ctx.code(cast.target_expr).removesuffix(".dtype")
+                message = (f"{what.removesuffix(' cast to')} cast to the dtype of `{named}`, positions that "
                            f"callers pass as integer ids (int64), and then an integer tensor")
             message += (": values truncate toward zero (cos and sin collapse to -1, 0 or 1: 99.96% of cos becomes 0 "
                         "over 4096 positions)")
@@ -182,8 +183,14 @@ def positions_dtype(cast) -> bool:  # type: ignore[no-untyped-def]
     """``.to(positions.dtype)`` where ``positions`` is a positions parameter whose dtype the analysis does not
     know: integer ids in most callers, and a table in the positions' dtype is never the attention's."""
     target = cast.target
-    return target.has(Role.DTYPE) and target.dtype in (Dt.RUNTIME, Dt.UNKNOWN) and target.param is not None \
-        and POSITION_NAMES.match(target.param) is not None and target.param in cast.scope.params
+    if not (target.has(Role.DTYPE) and target.dtype in (Dt.RUNTIME, Dt.UNKNOWN)):
+        return False
+    name = target.param
+    expr = cast.target_expr
+    if name is None and isinstance(expr, ast.Attribute) and expr.attr == "dtype" and isinstance(expr.value, ast.Name):
+        # ``positions = positions.flatten()`` (or ``+ offsets``) first: the name still holds the parameter's ids.
+        name = expr.value.id
+    return name is not None and POSITION_NAMES.match(name) is not None and name in cast.scope.params
 
 
 def _made_float_for_the_phase(cast, name: str) -> bool:  # type: ignore[no-untyped-def]
