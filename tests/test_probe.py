@@ -1179,3 +1179,41 @@ def test_the_probe_caps_its_address_space_below_the_physical_memory():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "True", "True"]
+
+
+ENGINE = textwrap.dedent(
+    """
+    import torch
+    from torch import nn
+
+
+    class EngineRotary(nn.Module):
+        def __init__(self, head_size: int, rotary_dim: int, max_position_embeddings: int, base: float,
+                     is_neox_style: bool, dtype: torch.dtype):
+            super().__init__()
+            self.rotary_dim, self.is_neox_style = rotary_dim, is_neox_style
+            inv_freq = 1.0 / base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float32) / rotary_dim)
+            angles = torch.arange(max_position_embeddings, dtype=torch.float32)[:, None] * inv_freq
+            self.cos_sin_cache = torch.cat((angles.cos(), angles.sin()), dim=-1)
+
+        def forward(self, positions, query):
+            cos, sin = self.cos_sin_cache.to(positions.device)[positions].chunk(2, dim=-1)
+            if self.is_neox_style:
+                cos, sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
+            else:
+                cos, sin = cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)
+            x1, x2 = query.float().chunk(2, dim=-1)
+            return (query.float() * cos + torch.cat((-x2, x1), -1) * sin).to(query.dtype)
+    """
+)
+
+
+def test_a_required_layout_switch_is_set_and_the_engine_rotary_is_probed(tmp_path: Path) -> None:
+    """vLLM-style constructors require `is_neox_style` (and a build `dtype`): the probe sets the switch to True
+    and reads the layout from the output, so the correct rotary passes the narrowed matrix."""
+    path = tmp_path / "engine.py"
+    path.write_text(ENGINE)
+    module = load_file(str(path))
+    report = run_matrix(module.EngineRotary, positions=range(0, 600, 7), head_dims_bases=[(32, 1e4)],
+                        autocasts=["off"])
+    assert report.total == 4 and report.passed == 4 and "is_neox_style=True" in report.how

@@ -52,6 +52,8 @@ LENGTH_NAMES = frozenset({
     "num_pos", "n_pos", "npos", "num_tokens", "n_tokens", "seq_size", "max_position",
     "max_position_embeddings", "context_length", "block_size",
 })
+# Required layout switches (vLLM's ``is_neox_style``): either value builds a rotary the probe can read.
+LAYOUT_FLAG_NAMES = frozenset({"is_neox_style", "is_neox", "neox_style", "use_neox_style", "is_neox_rope"})
 SEQ_DIM_NAMES = frozenset({"seq_dim", "seq_axis", "sequence_dim", "seq_dimension"})
 OFFSET_NAMES = frozenset({"offset", "start_pos", "past_len", "past_length", "start",
                           "past_key_values_length", "position_offset", "start_index"})
@@ -452,6 +454,9 @@ def constructor_plans(cls: type,
             continue  # leave the author's default alone
         elif p.name in DTYPE_NAMES:
             values[p.name] = Slot("build_dtype")
+        elif p.name in LAYOUT_FLAG_NAMES:
+            values[p.name] = Fixed(True)  # vLLM's required ``is_neox_style``: the reading detects the layout anyway
+            notes.append(f"{p.name}=True")
         elif p.name in DEVICE_NAMES:
             values[p.name] = Slot("device")
         else:
