@@ -746,3 +746,37 @@ def test_notebook_shapes_legacy_long_tensors_and_module_level_dtype_constants():
     assert "t = torch.arange(n, dtype=torch.float32)" in fixed and "freqs.cos().to(pos.device)" in fixed
     assert _found(fixed) == {}
     assert _found(source.replace("DTYPE = torch.bfloat16", "DTYPE = torch.float32")) == {(11, "RPL001"): "safe"}
+
+
+def test_factor_buffers_handed_to_a_frequency_method_are_rounded_state():
+    """Engine-style LongRoPE: `inv_freq = self._compute_inv_freq(self.long_factor)` where the method widens
+    its argument (`rescale_factors.float()`): the factors were rounded by a module cast before the call, so
+    RPL002 reports the factor buffer (safe keep fix). Plain float arguments stay clean."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class LongRope(nn.Module):
+            def __init__(self, dim: int = 32, base: float = 10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+                factors = [1.0 + 0.1 * i for i in range(dim // 2)]
+                self.register_buffer("long_factor", torch.tensor(factors, dtype=torch.float32), persistent=False)
+
+            def _compute_inv_freq(self, rescale_factors: torch.Tensor) -> torch.Tensor:
+                exponent = torch.arange(0, self.dim, 2, dtype=torch.float, device=rescale_factors.device)
+                return 1.0 / (rescale_factors.float() * self.base ** (exponent / self.dim))
+
+            def forward(self, positions: torch.Tensor):
+                inv_freq = self._compute_inv_freq(self.long_factor)
+                freqs = positions.to(torch.float32)[:, None] * inv_freq[None, :]
+                return freqs.cos(), freqs.sin()
+        '''
+    assert _found(source) == {(17, "RPL002"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "def _apply(self, fn, *args, **kwargs)" in fixed and _found(fixed) == {}
+    plain = source.replace('self.register_buffer("long_factor", torch.tensor(factors, dtype=torch.float32), '
+                           'persistent=False)', "self.long_factor = torch.tensor(factors, dtype=torch.float32)")
+    assert plain != source
+    assert _found(plain) == {}

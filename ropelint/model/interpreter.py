@@ -1223,6 +1223,12 @@ class Interpreter:
                 # what the parameter's name suggests (``def recompose(self, freq)`` called with cos tables).
                 if returned in bound:
                     return bound[returned].evolve(last_is_one=False, second_last_is_one=False, vector=False)
+            rounded = tuple(r for v in vals if not v.roles - {Role.INV_FREQ, Role.SCALAR}
+                            for r in v.reads if r.follows_module_casts)
+            if summary.returns.has(Role.INV_FREQ) and not summary.returns.reads and rounded:
+                # ``self._compute_inv_freq(self.long_factor)``: frequencies built from state a module cast rounds
+                # (Phi-3 LongRoPE's factor buffers), however the callee widens it.
+                return summary.returns.evolve(read=rounded[0], alt_reads=rounded[1:])
             return summary.returns
 
         qn = qualname(func, self.imports)
