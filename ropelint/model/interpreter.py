@@ -282,19 +282,22 @@ def dtype_fallback(scope: Scope, node: ast.AST | None) -> tuple[str, ast.Attribu
     if not isinstance(node, ast.Name):
         return None
     if node.id not in scope.params:  # ``out = dtype or pos.dtype`` ... ``x.to(out)``: the one value it holds
-        values = [stmt.value for stmt in ast.walk(fn) if isinstance(stmt, ast.Assign)
-                  and [getattr(t, "id", None) for t in stmt.targets] == [node.id]]
+        values = _assigned_values(fn, node.id)
         return dtype_fallback(scope, values[0]) if len(values) == 1 and isinstance(values[0], ast.BoolOp) else None
     fallback = None
-    for stmt in ast.walk(fn):
-        if isinstance(stmt, ast.Assign) and [getattr(t, "id", None) for t in stmt.targets] == [node.id]:
-            value = stmt.value
-            if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or) and len(value.values) == 2 \
-                    and isinstance(value.values[0], ast.Name) and value.values[0].id == node.id:
-                fallback = _dtype_of_param(value.values[1], scope)
-            else:
-                fallback = fallback or _dtype_of_param(value, scope)  # ``if out is None: out = pos.dtype``
+    for value in _assigned_values(fn, node.id):
+        if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or) and len(value.values) == 2 \
+                and isinstance(value.values[0], ast.Name) and value.values[0].id == node.id:
+            fallback = _dtype_of_param(value.values[1], scope)
+        else:
+            fallback = fallback or _dtype_of_param(value, scope)  # ``if out is None: out = pos.dtype``
     return node.id, fallback
+
+
+def _assigned_values(fn: ast.AST, name: str) -> list[ast.expr]:
+    """The values ``fn`` assigns to the local ``name`` (``name = value`` statements, in walk order)."""
+    return [stmt.value for stmt in ast.walk(fn) if isinstance(stmt, ast.Assign)
+            and [getattr(t, "id", None) for t in stmt.targets] == [name]]
 
 
 def _dtype_of_param(node: ast.AST, scope: Scope) -> ast.Attribute | None:
@@ -373,6 +376,8 @@ class Interpreter:
         self._dict_constants: dict[str, dict[str, ast.expr]] = {}
         # Module-level ``DTYPE = torch.bfloat16``: the dtype a later ``dtype=DTYPE`` names.
         self._dtype_constants: dict[str, Val] = {}
+        # ``torch.set_autocast_enabled(...)`` somewhere: only then are statements checked for the switch.
+        self._toggles = "set_autocast_enabled" in spans.code
         # Expression kinds the analysis looks into; any other evaluates to UNKNOWN.
         self._handlers = {
             ast.Name: self._eval_name, ast.Constant: self._eval_constant, ast.Attribute: self._attribute,
@@ -470,8 +475,8 @@ class Interpreter:
         elif self._partial_guard(value, stmt, name):
             self.wrappers[name] = "disabled"
         elif isinstance(value, ast.Attribute) and (qualname(value, self.imports) or "").startswith("torch.") \
-                and _torch_dtype(value.attr) is not None:
-            self._dtype_constants[name] = _torch_dtype(value.attr)  # type: ignore[assignment]
+                and (dtype := _torch_dtype(value.attr)) is not None:
+            self._dtype_constants[name] = dtype
 
     def _partial_guard(self, value: ast.expr, stmt: ast.stmt, name: str) -> bool:
         """``functools.partial(torch.autocast, "cuda", enabled=False)``: calling it opens a disabled region."""
@@ -645,7 +650,7 @@ class Interpreter:
     def _block(self, body: list[ast.stmt], frame: Frame) -> None:
         opened: Guard | None = None
         for i, stmt in enumerate(body):
-            toggle = self._autocast_toggle(stmt)
+            toggle = self._autocast_toggle(stmt) if self._toggles else None
             if toggle is False and opened is None:
                 # ``torch.set_autocast_enabled(False)`` ... ``torch.set_autocast_enabled(True)`` in one block: a region.
                 closer = next((s for s in body[i + 1:] if self._autocast_toggle(s) is True), None)
@@ -688,7 +693,7 @@ class Interpreter:
     def _stmt(self, stmt: ast.stmt, frame: Frame) -> None:
         self._current = stmt
         if isinstance(stmt, ast.Assign):
-            for target in stmt.targets:
+            for target in stmt.targets if isinstance(stmt.value, ast.Lambda) or frame.lambdas else ():
                 if isinstance(target, ast.Name):
                     if isinstance(stmt.value, ast.Lambda):
                         frame.lambdas[target.id] = stmt.value
@@ -856,9 +861,7 @@ class Interpreter:
             # ``def interleave(freqs, out): out[...] = freqs[0]``: what the caller hands in as ``out`` decides.
             source = val.param if val.param in frame.scope.params else None
             frame.container_writes.append((name, source))
-        allocator_name = _allocator_name(container.site)
-        int_buffer = container.dtype is Dt.INT and isinstance(container.site, ast.Call) \
-            and (allocator_name.startswith("new_") or allocator_name.endswith("_like"))
+        int_buffer = _int_buffer(container)
         if int_buffer and not val.roles & {Role.TABLE, Role.PHASE} and _bare_param_of(val, frame):
             # ``out = positions.new_empty(...)``; ``out.copy_(chunk[0])``: what a caller passes as ``chunk`` decides.
             frame.int_buffer_writes.append((val.param, container.site))  # type: ignore[arg-type]
@@ -905,8 +908,7 @@ class Interpreter:
     def _guard_for(self, expr: ast.expr, owner: ast.AST, scope: Scope) -> Guard | None:
         if isinstance(expr, ast.Name) and scope.node is not None:
             # ``amp_off = nullcontext() if not x.is_cuda else torch.autocast("cuda", enabled=False)``; ``with amp_off:``
-            values = [stmt.value for stmt in ast.walk(scope.node) if isinstance(stmt, ast.Assign)
-                      and [getattr(t, "id", None) for t in stmt.targets] == [expr.id]]
+            values = _assigned_values(scope.node, expr.id)
             value = values[0] if len(values) == 1 else None
             branches = [value.body, value.orelse] if isinstance(value, ast.IfExp) else [value]
             if any(isinstance(b, ast.Call) and self._guard_for(b, owner, scope) is not None for b in branches):
@@ -1298,6 +1300,12 @@ class Interpreter:
         frame.env = outer
         return val.evolve(param=None)
 
+    def _container_cast(self, site: ast.Call, written: Val | None, frame: Frame) -> None:
+        """A phase or table written into the integer buffer ``site`` allocates: once per allocation."""
+        if written is not None and written.roles & {Role.TABLE, Role.PHASE} \
+                and not any(c.node is site for c in self.model.casts):
+            self.model.casts.append(Cast(site, "container", written, dtype_val(Dt.INT), None, frame.scope))
+
     def _check_helper_trig(self, node: ast.Call, summary: Summary, bound: dict[str, Val], frame: Frame) -> None:
         if not summary.reaches_arguments:
             return
@@ -1327,21 +1335,13 @@ class Interpreter:
                 self.model.casts.append(dataclasses.replace(cast, receiver=val))
         for name, source in summary.container_writes:
             container = bound.get(name)
-            written = bound.get(source) if source is not None else None
-            site = container.site if container is not None else None
-            allocator = _allocator_name(site)
-            if container is not None and container.dtype is Dt.INT and isinstance(site, ast.Call) \
-                    and (allocator.startswith("new_") or allocator.endswith("_like")):
-                if written is None or written.roles & {Role.TABLE, Role.PHASE}:
-                    # ``apply_interleaved_mrope(freqs, section, position_ids.new_empty(...))``: the phase truncates.
-                    self.model.casts.append(Cast(site, "container", written or Val(frozenset({Role.PHASE})),
-                                                 dtype_val(Dt.INT), None, frame.scope))
+            written = bound.get(source) if source is not None else Val(frozenset({Role.PHASE}))
+            if container is not None and _int_buffer(container):
+                # ``apply_interleaved_mrope(freqs, section, position_ids.new_empty(...))``: the phase truncates.
+                self._container_cast(container.site, written, frame)  # type: ignore[arg-type]
         for name, site in summary.int_buffer_writes:
-            written = bound.get(name)
-            if written is not None and written.roles & {Role.TABLE, Role.PHASE} \
-                    and not any(c.node is site for c in self.model.casts):
-                # ``_merge_mrope_sections(phase, positions, ...)`` copies the phase into ``positions.new_empty``.
-                self.model.casts.append(Cast(site, "container", written, dtype_val(Dt.INT), None, frame.scope))
+            # ``_merge_mrope_sections(phase, positions, ...)`` copies the phase into ``positions.new_empty``.
+            self._container_cast(site, bound.get(name), frame)
         for name, target_name, cast in summary.param_casts:
             val, target = bound.get(name), bound.get(target_name)
             arg = nodes.get(target_name)
@@ -2161,10 +2161,16 @@ def _bare_param_of(val: Val, frame: Frame) -> bool:
     return not val.roles and val.param is not None and val.param in frame.scope.params
 
 
-def _allocator_name(site: ast.AST | None) -> str:
+def allocator_name(site: ast.AST | None) -> str:
     """``new_zeros`` in ``pos.new_zeros(...)``, ``empty_like`` in ``torch.empty_like(pos)``; "" otherwise."""
     func = site.func if isinstance(site, ast.Call) else None
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _int_buffer(val: Val) -> bool:
+    """A tensor allocated in another's integer dtype (``pos.new_zeros(...)``, ``torch.empty_like(pos)``)."""
+    name = allocator_name(val.site)
+    return val.dtype is Dt.INT and isinstance(val.site, ast.Call) and (name.startswith("new_") or name.endswith("_like"))
 
 
 def _dtype_of(base: Val) -> Val:

@@ -15,6 +15,7 @@ from ..diagnostics import AddImport, Finding, FixPlan, NodeEdit
 from ..imports import ImportTable
 from ..model.events import Scope
 from ..model.interpreter import FileModel
+from ..model.names import qualname
 from ..spans import Spans
 
 
@@ -160,3 +161,11 @@ def append_keyword(ctx: RuleContext, call: ast.Call, keyword: str) -> str:
     head = code[: code.rstrip().rfind(")")].rstrip()
     sep = "" if not (call.args or call.keywords) else " " if head.endswith(",") else ", "
     return f"{head}{sep}{keyword})"
+
+
+def spelled_as_tensor(ctx: RuleContext, node: ast.AST | None) -> bool:
+    """A tensor, not a dtype, as far as the spelling shows: ``self.decay``, ``positions``; not ``torch.bfloat16``
+    (or a bare ``bfloat16`` imported from torch), ``x.dtype``, ``out_dtype`` or ``self.dtype``."""
+    if not isinstance(node, (ast.Name, ast.Attribute)):
+        return False
+    return "dtype" not in ctx.code(node) and not (qualname(node, ctx.imports) or "").startswith("torch.")

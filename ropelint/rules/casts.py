@@ -18,6 +18,7 @@ from .base import (
     later_loads,
     only_read_by,
     shape_only_reads,
+    spelled_as_tensor,
 )
 from .construction import assigned_value
 
@@ -55,7 +56,7 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
             return _plan(ctx, site, target, scope, what, f"cast the {what} to float32",
                          (Replace(target, f"{torch}.float32"), *imports))
         if isinstance(site.func, ast.Attribute) and site.func.attr in ("to", "type_as") and args \
-                and target is args[0] and not site.keywords and _a_tensor(ctx, target) and not _placed(receiver):
+                and target is args[0] and not site.keywords and spelled_as_tensor(ctx, target) and not _placed(receiver):
             # A cast to another tensor also moves to its device: ``.to(self.decay)``, and ``.type_as(self.inv_freq)``
             # (``.type(self.inv_freq.type())``, which names ``torch.cuda.FloatTensor`` on a GPU; transformers'
             # Wav2Vec2-Conformer builds its positions on the CPU and relies on it). The move stays.
@@ -73,15 +74,6 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
 def _placed(node: ast.AST) -> bool:
     """A call that puts its result on a device itself: ``torch.arange(n, device=x.device)``."""
     return isinstance(node, ast.Call) and any(k.arg == "device" for k in node.keywords)
-
-
-def _a_tensor(ctx: RuleContext, node: ast.AST) -> bool:
-    """A tensor, not a dtype, as far as the spelling shows: ``self.decay``, ``x``; not ``torch.bfloat16``,
-    ``x.dtype``, ``dtype`` or ``self.dtype``."""
-    if not isinstance(node, (ast.Name, ast.Attribute)):
-        return False
-    name = node.id if isinstance(node, ast.Name) else node.attr
-    return "dtype" not in name and not (qualname(node, ctx.imports) or "").startswith("torch.")
 
 
 def _plan(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Scope, what: str, description: str,

@@ -4,10 +4,9 @@ import ast
 import re
 
 from ..diagnostics import DeleteLines, FixPlan, Replace
-from ..model.interpreter import ACTIVATION_PARAMS, POSITION_NAMES, dtype_fallback
-from ..model.names import qualname
+from ..model.interpreter import ACTIVATION_PARAMS, POSITION_NAMES, allocator_name, dtype_fallback
 from ..model.values import Dt, Role
-from .base import Rule, RuleContext, append_keyword, atom_code, cast_receiver
+from .base import Rule, RuleContext, append_keyword, atom_code, cast_receiver, spelled_as_tensor
 
 
 class IntegerTableCast(Rule):
@@ -48,9 +47,8 @@ class IntegerTableCast(Rule):
                            f"and `{ctx.code(cast.target_expr)}` passed here is an integer tensor (token or position ids)")
             if cast.method == "container":
                 func = cast.node.func
-                allocator = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
                 # ``pos.new_zeros(...)`` takes the dtype of ``pos``; ``torch.empty_like(pos)`` of its argument.
-                owner = cast.node.args[0] if allocator.endswith("_like") and cast.node.args else \
+                owner = cast.node.args[0] if allocator_name(cast.node).endswith("_like") and cast.node.args else \
                     func.value if isinstance(func, ast.Attribute) else cast.node
                 message = (f"{what.removesuffix(' cast to')} written into a tensor that `{ctx.code(cast.node)}` "
                            f"allocates in the integer dtype of `{ctx.code(owner)}`")
@@ -173,10 +171,7 @@ def _tensor_target(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[n
     node, expr = cast.node, cast.target_expr
     if cast.method not in ("to", "type_as") or expr is None or not node.args or node.args[0] is not expr:
         return None
-    if not isinstance(expr, (ast.Name, ast.Attribute)) or "dtype" in ctx.code(expr) \
-            or (isinstance(expr, ast.Attribute) and (qualname(expr, ctx.imports) or "").startswith("torch.")):
-        return None
-    return expr
+    return expr if spelled_as_tensor(ctx, expr) else None
 
 
 def positions_dtype(cast) -> bool:  # type: ignore[no-untyped-def]

@@ -51,20 +51,12 @@ def _parse_einsum(spec: str) -> tuple[list[str], str] | None:
     return terms, output
 
 
-def broadcast_sum_code(ctx: RuleContext, product: Product, *, looped: bool = False) -> str | None:
-    """A summing einsum (or a matmul) of two operands as a float32 broadcast product summed over the
-    contracted letters: ``einsum("bsa,af->bsf", c, f)`` becomes
-    ``(c.float()[:, :, None, :] * f.float().permute(1, 0)[None, None, :, :]).sum(dim=-1)``, and
-    ``a @ b`` becomes ``(a.float()[..., :, :, None] * b.float()[..., None, :, :]).sum(dim=-2)``.
-    Autocast leaves both the product and the sum in float32. ``looped``: an einsum's single contracted index
-    summed term by term, ``sum(c...[..., k] * f...[..., k] for k in range(...))``, or None."""
+def _einsum_letters(product: Product) -> tuple[list[str], list[str], str, list[str]] | None:
+    """For a two-operand einsum a rewrite can write out: its terms, their letters without the ellipsis, the
+    output's letters, and the contracted letters (None when the spec is not one of those)."""
     node = product.node
-    if len(product.operands) != 2:
-        return None
-    if product.form == "matmul":
-        left, right = (_float32(ctx, o, v) for o, v in zip(product.operands, product.operand_vals))
-        return f"({left}[..., :, :, None] * {right}[..., None, :, :]).sum(dim=-2)"
-    if product.form not in ("einsum-sum", "einsum-matmul") or not isinstance(node, ast.Call) or not node.args:
+    if len(product.operands) != 2 or product.form not in ("einsum-sum", "einsum-matmul") \
+            or not isinstance(node, ast.Call) or not node.args:
         return None
     spec = string_value(node.args[0])
     parsed = _parse_einsum(spec) if spec is not None else None
@@ -79,6 +71,22 @@ def broadcast_sum_code(ctx: RuleContext, product: Product, *, looped: bool = Fal
     summed = [c for c in dict.fromkeys(bare[0] + bare[1]) if c not in out_letters]
     if not summed or any(c not in bare[0] + bare[1] for c in out_letters):
         return None
+    return terms, bare, out_letters, summed
+
+
+def broadcast_sum_code(ctx: RuleContext, product: Product) -> str | None:
+    """A summing einsum (or a matmul) of two operands as a float32 broadcast product summed over the
+    contracted letters: ``einsum("bsa,af->bsf", c, f)`` becomes
+    ``(c.float()[:, :, None, :] * f.float().permute(1, 0)[None, None, :, :]).sum(dim=-1)``, and
+    ``a @ b`` becomes ``(a.float()[..., :, :, None] * b.float()[..., None, :, :]).sum(dim=-2)``.
+    Autocast leaves both the product and the sum in float32."""
+    if len(product.operands) == 2 and product.form == "matmul":
+        left, right = (_float32(ctx, o, v) for o, v in zip(product.operands, product.operand_vals))
+        return f"({left}[..., :, :, None] * {right}[..., None, :, :]).sum(dim=-2)"
+    letters_of = _einsum_letters(product)
+    if letters_of is None:
+        return None
+    terms, bare, out_letters, summed = letters_of
     target = out_letters + "".join(summed)
     pieces = []
     for term, letters, operand, val in zip(terms, bare, product.operands, product.operand_vals):
@@ -93,22 +101,24 @@ def broadcast_sum_code(ctx: RuleContext, product: Product, *, looped: bool = Fal
         pieces.append(f"{code}[{', '.join(index)}]")
     dims = ", ".join(str(-i) for i in range(len(summed), 0, -1))
     dim = dims if len(summed) == 1 else f"({dims})"
-    if looped:
-        # One index summed by both operands: add its terms one at a time, so memory stays that of the phase
-        # whatever the contracted size (the broadcast product would hold all of them at once).
-        if len(summed) != 1 or not all(summed[0] in letters for letters in bare) or _shadows_sum(product):
-            return None
-        return _looped_code(ctx, product, terms, bare, out_letters, summed[0])
     return f"({pieces[0]} * {pieces[1]}).sum(dim={dim})"
 
 
 _SHAPE_KEEPING = ("float", "double", "half", "bfloat16", "to", "type", "type_as", "contiguous", "detach")
 
 
-def _looped_code(ctx: RuleContext, product: Product, terms: list[str], bare: list[str], out_letters: str,
-                 letter: str) -> str | None:
-    """``einsum("bnc,cf->bnf", a, f)`` as ``sum(a[:, :, k][:, :, None] * f[k][None, None, :] for k in
-    range(a.shape[2]))``: each term an elementwise float32 product laid out like the output."""
+def looped_sum_code(ctx: RuleContext, product: Product) -> str | None:
+    """An einsum whose one contracted index both operands carry, summed term by term:
+    ``einsum("bnc,cf->bnf", a, f)`` becomes ``sum(a[:, :, k][:, :, None] * f[k][None, None, :] for k in
+    range(a.shape[2]))``. Each term is an elementwise float32 product laid out like the output, so memory stays
+    that of the phase whatever the contracted size (a broadcast product would hold every term at once)."""
+    letters_of = _einsum_letters(product)
+    if letters_of is None:
+        return None
+    terms, bare, out_letters, summed = letters_of
+    if len(summed) != 1 or not all(summed[0] in letters for letters in bare) or _shadows_sum(product):
+        return None
+    letter = summed[0]
     k = next(name for name in ("k", "i", "j", "idx", "rope_k") if name not in _names_in(product.node))
     pieces, size = [], ""
     for term, letters, operand, val in zip(terms, bare, product.operands, product.operand_vals):
@@ -290,7 +300,7 @@ def _adds_axis(node: ast.AST) -> bool:
         return node.func.attr == "unsqueeze"
     if isinstance(node, ast.Subscript):
         elements = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        return any(isinstance(el, ast.Constant) and el.value is None for el in elements)
+        return any(is_none(el) for el in elements)
     return False
 
 
@@ -324,7 +334,7 @@ def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
         if product.form != "matmul" and small_contraction(ctx, product):
             return FixPlan("safe", "form the phase as a float32 broadcast product summed over the contracted index "
                                    "(a stack of a few axes)", (Replace(product.node, summed),))
-        looped = broadcast_sum_code(ctx, product, looped=True) if product.form != "matmul" else None
+        looped = looped_sum_code(ctx, product)
         if looped is not None:
             return FixPlan("safe", "form the phase as a float32 sum of elementwise products, one term per value of "
                                    "the contracted index", (Replace(product.node, looped),))
