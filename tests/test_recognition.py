@@ -780,3 +780,69 @@ def test_factor_buffers_handed_to_a_frequency_method_are_rounded_state():
                            'persistent=False)', "self.long_factor = torch.tensor(factors, dtype=torch.float32)")
     assert plain != source
     assert _found(plain) == {}
+
+
+def test_python_list_tables_cached_in_a_dict_and_copied_by_the_ids_new_tensor():
+    """Tables built as Python lists (`math.cos` in a comprehension), cached in `self._tables[n]` and read back
+    through a method's tuple, then `position_ids.new_tensor(cos_tab)`: a copy in int64 (RPL001, safe: the copy
+    is made float32 and keeps the ids' device). The same copy with `dtype=torch.float32` is clean."""
+    source = '''\
+        import math
+        import torch
+        from torch import nn
+
+
+        class ListRotary(nn.Module):
+            def __init__(self, head_dim=64, base=10000):
+                super().__init__()
+                self.freqs = [base ** (-2.0 * i / head_dim) for i in range(head_dim // 2)]
+                self._tables = {}
+
+            def _tables_for(self, n):
+                if n not in self._tables:
+                    cos_tab = [[math.cos(p * f) for f in self.freqs] for p in range(n)]
+                    sin_tab = [[math.sin(p * f) for f in self.freqs] for p in range(n)]
+                    self._tables[n] = (cos_tab, sin_tab)
+                return self._tables[n]
+
+            def forward(self, x, position_ids):
+                cos_tab, sin_tab = self._tables_for(int(position_ids.max()) + 1)
+                cos = position_ids.new_tensor(cos_tab)
+                sin = position_ids.new_tensor(sin_tab)
+                return cos[position_ids].to(x.dtype), sin[position_ids].to(x.dtype)
+        '''
+    assert _found(source) == {(21, "RPL001"): "safe", (22, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "cos = position_ids.new_tensor(cos_tab, dtype=torch.float32)" in fixed
+    assert _found(fixed) == {}
+    # A cache of something else (token counts) read the same way is no table.
+    counts = source.replace("math.cos(p * f)", "p").replace("math.sin(p * f)", "f")
+    assert _found(counts) == {}
+
+
+def test_a_phase_built_with_numpy_and_registered_as_a_buffer_is_rpl009():
+    """`np.outer(positions, inv_freq)` computes in float64 (no product to rewrite), but the phase registered
+    as a float32 buffer is rounded by `module.bfloat16()` (RPL009, safe: kept float32 through casts). Cos/sin
+    computed in numpy and registered instead are RPL011's (tables), not a phase."""
+    source = '''\
+        import numpy as np
+        import torch
+        import torch.nn as nn
+
+
+        class TextRoPE(nn.Module):
+            def __init__(self, dim=64, theta=10000.0, max_len=4096):
+                super().__init__()
+                inv_freq = 1.0 / theta ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+                angles = np.outer(np.arange(max_len, dtype=np.float64), inv_freq)
+                angles = np.concatenate([angles, angles], axis=-1)
+                self.register_buffer("angles", torch.tensor(angles, dtype=torch.float32), persistent=False)
+
+            def forward(self, x):
+                ang = self.angles[: x.shape[1]].float()
+                return ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+        '''
+    assert _found(source) == {(12, "RPL009"): "safe"}
+    tables = source.replace("angles = np.concatenate([angles, angles], axis=-1)",
+                            "angles = np.cos(np.concatenate([angles, angles], axis=-1))")
+    assert (12, "RPL009") not in _found(tables)

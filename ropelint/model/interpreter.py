@@ -118,6 +118,8 @@ class ClassInfo:
     writes: dict[str, set[str]] = field(default_factory=dict)
     # ``self.rope = RotaryEmbedding(...)``: attribute name -> the called name (its last dotted part)
     submodules: dict[str, str] = field(default_factory=dict)
+    # ``self._tables[n] = (cos, sin)``: what a dict (or list) held in ``self.<name>`` stores, and its items
+    entries: dict[str, tuple[Val, tuple[Val, ...] | None]] = field(default_factory=dict)
 
     def set_only_in_init(self, attr: str) -> bool:
         """Only ``__init__`` writes ``self.<attr>``: forward reads what construction left there."""
@@ -777,12 +779,22 @@ class Interpreter:
                                               frozenset(inner.freq_params))
             frame.env.pop(stmt.name, None)
 
+    def _entry(self, node: ast.Subscript, frame: Frame) -> tuple[Val, tuple[Val, ...] | None] | None:
+        """What ``self.<name>[key]`` holds when this class stores tables or frequencies in it."""
+        held = _self_attr(node.value)
+        if held is None or frame.cls is None:
+            return None
+        return next((cls.entries[held] for cls in self._mro(frame.cls) if held in cls.entries), None)
+
     def _items_of(self, node: ast.expr, frame: Frame) -> tuple[Val, ...] | None:
         if isinstance(node, (ast.Tuple, ast.List)):
             cached = self._tuple_items.get(id(node))
             return cached if cached is not None else tuple(self._eval(el, frame) for el in node.elts)
         if isinstance(node, ast.Name) and node.id in frame.items:
             return frame.items[node.id]
+        if isinstance(node, ast.Subscript):
+            entry = self._entry(node, frame)
+            return entry[1] if entry is not None else None
         if isinstance(node, ast.Call):
             summary = self._callee_summary(node, frame)
             if summary is not None:
@@ -798,6 +810,11 @@ class Interpreter:
         if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
                 and (val.roles & {Role.TABLE, Role.PHASE, Role.INV_FREQ} or _bare_param_of(val, frame)):
             self._write_into(target.value.id, val, frame)
+            return
+        held = _self_attr(target.value) if isinstance(target, ast.Subscript) else None
+        if held is not None and frame.cls is not None and val.roles & {Role.TABLE, Role.PHASE, Role.INV_FREQ}:
+            # ``self._tables[n] = (cos_tab, sin_tab)``: a cache keyed by length or device; reads of it get these.
+            frame.cls.entries[held] = (val.evolve(param=None), items)
             return
         if isinstance(target, ast.Name):
             if val is UNKNOWN:
@@ -1012,6 +1029,10 @@ class Interpreter:
         return val.evolve(literal=None)
 
     def _eval_subscript(self, node: ast.Subscript, frame: Frame) -> Val:
+        entry = self._entry(node, frame)
+        if entry is not None:
+            self._eval(node.slice, frame)
+            return entry[0]
         base = self._eval(node.value, frame)
         key = string_value(node.slice)
         if key is not None and not base.roles:
@@ -1548,6 +1569,11 @@ class Interpreter:
             return dtype_val(Dt.FULL)
         if tail in ("outer", "ger") and len(vals) >= 2 and not numpy:
             return self._product_or_arith(node, "outer", vals[0], vals[1], frame, pos[:2]) or UNKNOWN
+        if tail in ("outer", "multiply") and numpy and len(vals) >= 2 \
+                and any(_is_freq(f) and _is_positions(p, loose=True) for f, p in (vals[:2], vals[1::-1])):
+            # ``np.outer(t, inv_freq)``: a phase in float64 (numpy has no autocast), so no product to rewrite;
+            # what matters is where it is stored.
+            return Val(frozenset({Role.PHASE}), Dt.FULL)
         if tail == "einsum" and not numpy and pos:
             spec = string_value(pos[0])
             operands = vals[1:]
@@ -1709,6 +1735,11 @@ class Interpreter:
             if isinstance(written, ast.Name):
                 self._write_into(written.id, vals[0], frame)
             return receiver
+        if method == "new_tensor" and vals and vals[0].roles & {Role.TABLE, Role.PHASE} and "dtype" not in kvals \
+                and receiver.dtype is Dt.INT:
+            # ``position_ids.new_tensor(cos_tab)``: the table copied in the ids' integer dtype.
+            self._container_cast(node, vals[0], frame)
+            return vals[0].evolve(dtype=Dt.INT, site=node, read=None, alt_reads=())
         if method == "new_tensor" and vals and vals[0].has(Role.INV_FREQ) and not vals[0].has(Role.PHASE):
             # ``position_ids.new_tensor(self.inv_freq)``: frequencies copied in ``position_ids``' dtype.
             given = kvals.get("dtype")
@@ -2364,3 +2395,10 @@ def is_cast_call(node: ast.AST | None) -> bool:
     """``t.to(...)``, ``.type(...)``, ``.type_as(...)``, ``.half()``, ``.bfloat16()``: a cast that can round."""
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
         and node.func.attr in ("to", "type", "type_as", "half", "bfloat16")
+
+
+def _self_attr(node: ast.expr) -> str | None:
+    """``name`` in ``self.<name>``."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return node.attr
+    return None

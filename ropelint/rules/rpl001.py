@@ -50,8 +50,10 @@ class IntegerTableCast(Rule):
                 # ``pos.new_zeros(...)`` takes the dtype of ``pos``; ``torch.empty_like(pos)`` of its argument.
                 owner = cast.node.args[0] if allocator_name(cast.node).endswith("_like") and cast.node.args else \
                     func.value if isinstance(func, ast.Attribute) else cast.node
-                message = (f"{what.removesuffix(' cast to')} written into a tensor that `{ctx.code(cast.node)}` "
-                           f"allocates in the integer dtype of `{ctx.code(owner)}`")
+                verb = "copied by" if allocator_name(cast.node) == "new_tensor" else "written into a tensor that"
+                made = "into" if verb == "copied by" else "allocates in"
+                message = (f"{what.removesuffix(' cast to')} {verb} `{ctx.code(cast.node)}` "
+                           f"{made} the integer dtype of `{ctx.code(owner)}`")
             if maybe:
                 named = cast.target.param or ctx.code(cast.target_expr).removesuffix(".dtype")
                 message = (f"{what.removesuffix(' cast to')} cast to the dtype of `{named}`, positions that "
