@@ -269,13 +269,29 @@ _FORWARD_FIRST = re.compile(r"def forward\(\s*self\s*,\s*(\w+)")
 _IDS_OR_POSITIONS = re.compile(r"\w*_ids|idx|tokens|positions?|pos|seq_len|max_seq_len|t")
 
 
+# ``like = positions if like is None else like``, ``if dtype is None: dtype = position_ids.dtype``,
+# ``dtype = dtype or positions.dtype``: an optional argument that falls back to another one (the positions, or
+# their dtype) when a caller leaves it out.
+_FALLBACK = re.compile(r"\b(\w+)\s*=\s*([\w.]+)\s+if\s+\1\s+is\s+None\s+else\s+\1\b"
+                       r"|\bif\s+(\w+)\s+is\s+None\s*:\s*\3\s*=\s*([\w.]+)\s*$"
+                       r"|\b(\w+)\s*=\s*\5\s+or\s+[\w.]+\.dtype\b", re.MULTILINE)
+
+
 def _takes_activation_first(block: str) -> bool:
-    """The class's ``forward`` takes something other than ids or positions first (``x``, ``hidden_states``)."""
+    """The class's ``forward`` takes something other than ids or positions first (``x``, ``hidden_states``),
+    or its tables take a dtype that, left out, falls back to another argument's (the positions')."""
     m = _FORWARD_FIRST.search(block)
-    return m is not None and not _IDS_OR_POSITIONS.fullmatch(m.group(1))
+    if m is not None and not _IDS_OR_POSITIONS.fullmatch(m.group(1)):
+        return True
+    for f in _FALLBACK.finditer(block):
+        name, fallback = f.group(1) or f.group(3) or f.group(5), f.group(2) or f.group(4) or ".dtype"
+        if fallback.endswith(".dtype") or f"{name}.dtype" in block:
+            return True
+    return False
 
 
 _HELD = re.compile(r"self\.(\w+)\s*=\s*(?:[\w.]+\.)?(\w+)\(")
+_REGISTRY_HELD = re.compile(r"self\.(\w+)\s*=\s*([A-Z_][A-Z0-9_]*)\[[^\]\n]*\]\(")
 # Casts to or of ids and positions in a class that holds a rotary: where glue code can break its tables.
 _GLUE_CAST = re.compile(r"\.(?:to|type_as)\(\s*(?:\w*_ids|pos|positions|idx)\s*\)"
                         r"|\b(?:position_ids|positions|pos_ids)\.(?:to|type_as|type|half|bfloat16)\(")
@@ -284,13 +300,15 @@ _IDS_CALL = re.compile(r"self\.(\w+)\(\s*(?:idx|tokens|input_idx|token_idx|\w*_i
 
 def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[str]:
     """In a class that holds a kept rotary class whose ``forward`` takes activations first
-    (``self.rope = RoPE(...)``, ``takers``) and calls it with token or position ids (``self.rope(idx)``),
-    the text of that assignment and of that call: the methods holding them show what the rotary's ``x``
-    argument receives. Empty for the usual ``self.rotary_emb(hidden_states)``."""
+    (``self.rope = RoPE(...)``, or ``ROPE_CLASSES[kind](...)`` from a registry naming one: ``takers``) and
+    calls it with token or position ids (``self.rope(idx)``), the text of that assignment and of that call: the
+    methods holding them show what the rotary's ``x`` argument receives. Empty for the usual
+    ``self.rotary_emb(hidden_states)``."""
     if not any(text.find(name, block.begin, block.end) != -1 for name in takers):
         return []  # the common case, decided without decoding the class
     segment = block.text(text)
     held = {m.group(1): m.group(0) for m in _HELD.finditer(segment) if f"{m.group(2)}(".encode() in takers}
+    held |= {m.group(1): m.group(0) for m in _REGISTRY_HELD.finditer(segment) if f"{m.group(2)}[".encode() in takers}
     found = []
     for call in _IDS_CALL.finditer(segment):
         if call.group(1) in held:
@@ -408,9 +426,10 @@ def _with_small_helpers(text: bytes, blocks: list[_Block],
     ``dtype = default(dtype, self.freqs.dtype)``. A few lines each, so parsing them is cheap."""
     taken = {begin for begin, _, _ in kept}
     # Any size when the name says rotary (``apply_interleaved_mrope(freqs, section, out)`` writes the phase into
-    # a buffer its caller allocated, and the analysis must see that).
+    # a buffer its caller allocated, and the analysis must see that) or it makes ranges (``get_meshgrid_nd``:
+    # the integer grid whose dtype a table builder falls back to).
     small = [b for b in blocks if b.name and b.begin not in taken and b.head.startswith(("def ", "async def "))
-             and (b.lines <= SMALL_HELPER_MAX_LINES or _ROTARY_NAME.search(b.name))]
+             and (b.lines <= SMALL_HELPER_MAX_LINES or _ROTARY_NAME.search(b.name) or b.anchored)]
     if not small:
         return kept
     added: list[tuple[int, int, int]] = []
@@ -423,6 +442,58 @@ def _with_small_helpers(text: bytes, blocks: list[_Block],
         small = [b for b in small if b.name not in names]
         added.extend((b.begin, b.end, b.line) for b in found)
         searched = b"".join(text[b.begin:b.end] for b in found)
+    return sorted(kept + added) if added else kept
+
+
+_REGISTRY_CALL = re.compile(rb"self\.\w+\s*=\s*([A-Z_][A-Z0-9_]*)\[[^\]\n]*\]\(")
+_REGISTRY_DICT = re.compile(rb"([A-Z_][A-Z0-9_]*)\s*(?::[^=\n]*)?=\s*\{")
+_REGISTRY_VALUE = re.compile(rb":\s*([A-Za-z_]\w*)\s*(?=[,}\n])")
+
+
+def _registries_of(text: bytes, blocks: list[_Block], takers: list[bytes]) -> list[bytes]:
+    """``b"ROPE_CLASSES["`` for each module-level dict of classes that names one of ``takers`` (``b"Name("``) or a
+    subclass of one (``class Llama(Mixin, Base): pass``)."""
+    names = {t[:-1].decode() for t in takers}
+    classes = [(b.name, b.head) for b in blocks if b.name and b.head.startswith("class ")]
+    changed = True
+    while changed:
+        changed = False
+        for name, head in classes:
+            if name not in names and set(re.findall(r"\w+", head[head.find("(") + 1:])) & names:
+                names.add(name)
+                changed = True
+    wanted = set(_REGISTRY_CALL.findall(text))
+    found = []
+    for b in blocks:
+        m = _REGISTRY_DICT.match(text, b.begin, b.end)
+        if m is not None and m.group(1) in wanted \
+                and any(v.decode() in names for v in _REGISTRY_VALUE.findall(text, b.begin, b.end)):
+            found.append(m.group(1) + b"[")
+    return found
+
+
+def _with_registries(text: bytes, blocks: list[_Block],
+                     kept: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """``kept`` plus, for ``self.rotary_emb = ROPE_CLASSES[rope_type](...)`` in kept code, the module-level dict
+    it picks from and the classes of this file it names (often thin subclasses: ``class Llama(Mixin, Base):
+    pass``): what ``self.rotary_emb(...)`` runs, and so what the holder hands it, depends on them."""
+    searched = b"".join(text[begin:end] for begin, end, _ in kept)
+    names = set(_REGISTRY_CALL.findall(searched))
+    if not names:
+        return kept
+    taken = {begin for begin, _, _ in kept}
+    classes = {b.name: b for b in blocks if b.name and b.head.startswith("class ")}
+    added: list[tuple[int, int, int]] = []
+    for b in blocks:
+        m = _REGISTRY_DICT.match(text, b.begin, b.end)
+        if b.begin in taken or m is None or m.group(1) not in names:
+            continue
+        added.append((b.begin, b.end, b.line))
+        for value in _REGISTRY_VALUE.findall(text, b.begin, b.end):
+            cls = classes.get(value.decode())
+            if cls is not None and cls.begin not in taken:
+                taken.add(cls.begin)
+                added.append((cls.begin, cls.end, cls.line))
     return sorted(kept + added) if added else kept
 
 
@@ -502,6 +573,8 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
     # it ids by mistake.
     takers = [f"{b.name}(".encode() for b in blocks if b.name and b.interesting and b.head.startswith("class ")
               and _takes_activation_first(b.text(text))]
+    if takers and _REGISTRY_CALL.search(text):
+        takers += _registries_of(text, blocks, takers)
     kept: list[tuple[int, int, int]] = []  # (begin offset, end offset, first line)
     all_kept = True
     for block in blocks:
@@ -543,6 +616,7 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
     if all_kept:
         return whole(source)
     kept = _with_small_helpers(text, blocks, kept)
+    kept = _with_registries(text, blocks, kept)
     kept = _with_keyword_constants(text, blocks, kept)
     parts_text: list[str] = []
     chunks: list[Chunk] = []

@@ -846,3 +846,348 @@ def test_a_phase_built_with_numpy_and_registered_as_a_buffer_is_rpl009():
     tables = source.replace("angles = np.concatenate([angles, angles], axis=-1)",
                             "angles = np.cos(np.concatenate([angles, angles], axis=-1))")
     assert (12, "RPL009") not in _found(tables)
+
+
+def test_a_record_of_tables_from_a_cached_property_moved_with_to_positions():
+    """`self.tables` is a `functools.cached_property` returning `RotaryTables(cos=..., sin=...)` (a dataclass
+    whose `to` forwards to both tensors); `self.tables.to(position_ids)` copies the ids' int64 dtype (RPL001,
+    safe: keep only the move to `position_ids.device`). Moving it by device only is clean."""
+    source = '''\
+        import functools
+        from dataclasses import dataclass
+        import torch
+        from torch import nn
+
+
+        @dataclass
+        class RotaryTables:
+            cos: torch.Tensor
+            sin: torch.Tensor
+
+            def to(self, *args, **kwargs):
+                return RotaryTables(self.cos.to(*args, **kwargs), self.sin.to(*args, **kwargs))
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0, max_len=4096):
+                super().__init__()
+                self.dim, self.base, self.max_len = dim, base, max_len
+
+            @functools.cached_property
+            def tables(self):
+                inv_freq = 1.0 / self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim)
+                emb = torch.arange(self.max_len, dtype=torch.float32)[:, None] * inv_freq[None, :]
+                return RotaryTables(cos=emb.cos(), sin=emb.sin())
+
+            def forward(self, x, position_ids):
+                tables = self.tables.to(position_ids)
+                return tables.cos[position_ids].to(x.dtype), tables.sin[position_ids].to(x.dtype)
+        '''
+    assert _found(source) == {(28, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "tables = self.tables.to(position_ids.device)" in fixed
+    assert _found(source.replace("self.tables.to(position_ids)", "self.tables.to(x.device)")) == {}
+
+
+def test_a_rotary_picked_from_a_class_registry_and_handed_token_ids():
+    """`self.rotary_emb = ROPE_CLASSES[rope_type](...)` (thin subclasses of one rotary) called with
+    `input_ids`: the rotary casts its tables to `x.dtype` (RPL001). Nothing in the holder has the activations'
+    dtype, so the fix passes `input_ids.float()` and is unsafe (the callers' dtype is unknown). Handing it the
+    hidden states instead is clean."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class RotaryBase(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, x, position_ids):
+                inv_freq = 1.0 / self.base ** (torch.arange(0, self.dim, 2, device=x.device).float() / self.dim)
+                freqs = position_ids[:, :, None].float() * inv_freq[None, None, :]
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos().to(dtype=x.dtype), emb.sin().to(dtype=x.dtype)
+
+
+        class LinearRotary(RotaryBase):
+            pass
+
+
+        ROPE_CLASSES = {"default": RotaryBase, "linear": LinearRotary}
+
+
+        class PositionProvider(nn.Module):
+            def __init__(self, head_dim=64, rope_type="default"):
+                super().__init__()
+                self.rotary_emb = ROPE_CLASSES[rope_type](head_dim)
+
+            def forward(self, input_ids, position_ids):
+                return self.rotary_emb(input_ids, position_ids)
+        '''
+    assert _found(source) == {(30, "RPL001"): "unsafe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=True).fixed
+    assert "return self.rotary_emb(input_ids.float(), position_ids)" in fixed
+    embedded = source.replace("def forward(self, input_ids, position_ids):", "def forward(self, hidden_states, position_ids):") \
+        .replace("self.rotary_emb(input_ids, position_ids)", "self.rotary_emb(hidden_states, position_ids)")
+    assert _found(embedded) == {}
+
+
+def test_an_optional_like_tensor_falling_back_to_the_positions():
+    """A plain table object's `__call__(positions, like=None)` does `like = positions if like is None else like`
+    and casts to `like.dtype`; the module calls `self.table(position_ids)` (RPL001 at the call, safe: pass
+    `like=q`, the module's activation). Passing `like=q` already is clean."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class RopeTable:
+            def __init__(self, dim, base=10000.0):
+                self.dim, self.base = dim, base
+
+            def __call__(self, positions, like=None):
+                like = positions if like is None else like
+                inv_freq = 1.0 / self.base ** (torch.arange(0, self.dim, 2, device=positions.device).float() / self.dim)
+                emb = positions.float()[..., None] * inv_freq
+                emb = torch.cat((emb, emb), dim=-1)
+                return emb.cos().to(like.dtype), emb.sin().to(like.dtype)
+
+
+        class RotaryQK(nn.Module):
+            def __init__(self, head_dim=64):
+                super().__init__()
+                self.table = RopeTable(head_dim)
+
+            def forward(self, q, k, position_ids):
+                cos, sin = self.table(position_ids)
+                return q * cos, k * sin
+        '''
+    assert _found(source) == {(23, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "cos, sin = self.table(position_ids, like=q)" in fixed
+    assert _found(fixed) == {}
+
+
+def test_dtype_fallbacks_spelled_as_conditional_expressions():
+    """`out_dtype = dtype if dtype is not None else pos.dtype` (HunyuanVideo) with a caller that leaves `dtype`
+    out and passes an integer grid made by a helper of any size, and `dtype = position_ids.dtype if dtype is
+    None else dtype` in a forward whose holder calls `self.rope(position_ids)`: RPL001, safe."""
+    functional = '''\
+        import torch
+
+
+        def get_meshgrid(start, stop):
+            """An integer grid; long enough not to count as a small helper."""
+            axes = []
+            for a, b in zip(start, stop):
+                axes.append(torch.arange(a, b))
+            # one tensor per axis, stacked
+            grid = torch.meshgrid(*axes, indexing="ij")
+            out = torch.stack(grid, dim=0)
+            out = out.reshape(len(axes), -1)
+            out = out.contiguous()
+            return out
+
+
+        def get_1d_rotary_pos_embed(dim, pos, theta=10000.0, dtype=None):
+            out_dtype = dtype if dtype is not None else pos.dtype
+            freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, device=pos.device).float() / dim))
+            freqs = torch.outer(pos.float(), freqs)
+            return freqs.cos().to(out_dtype), freqs.sin().to(out_dtype)
+
+
+        def get_nd_rotary_pos_embed(dims, start, stop):
+            grid = get_meshgrid(start, stop)
+            return [get_1d_rotary_pos_embed(d, grid[i]) for i, d in enumerate(dims)]
+        '''
+    assert _found(functional) == {(26, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(functional), ALL, unsafe=False).fixed
+    assert "get_1d_rotary_pos_embed(d, grid[i], dtype=torch.float32)" in fixed
+    assert _found(fixed) == {}
+
+    module = '''\
+        import math
+        import torch
+        from torch import nn
+
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, head_dim, theta=10000.0):
+                super().__init__()
+                self.head_dim, self.theta = head_dim, theta
+
+            def _inv_freq(self, device):
+                half = self.head_dim // 2
+                exponent = torch.arange(half, device=device, dtype=torch.float32) * (-math.log(self.theta) / half)
+                return exponent.exp()
+
+            def forward(self, position_ids, dtype=None):
+                dtype = position_ids.dtype if dtype is None else dtype
+                freqs = position_ids.float().unsqueeze(-1) * self._inv_freq(position_ids.device)
+                emb = torch.cat([freqs, freqs], dim=-1)
+                return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+        class Backbone(nn.Module):
+            def __init__(self, dim=256, n_heads=4):
+                super().__init__()
+                self.rope = RotaryEmbedding(dim // n_heads)
+
+            def forward(self, x, position_ids):
+                return self.rope(position_ids)
+        '''
+    found = _found(module)
+    assert found[(29, "RPL001")] == "safe" and found[(20, "RPL001")] == "safe"
+    fixed = fix_text("rotary.py", textwrap.dedent(module), ALL, unsafe=False).fixed
+    assert "return self.rope(position_ids, dtype=x.dtype)" in fixed
+    assert _found(fixed) == {}
+
+
+def test_timestamps_parameters_are_positions_and_broadcast_outer_products_are_phases():
+    """`emb.cos().type_as(timestamps)` (a recommender's int64 seconds) is RPL001; `lat.to(torch.float32)[:, None]
+    * inv_freq[None, :]` is a phase by its shape, so `.to(x.dtype)` before cos/sin is RPL007 (safe), not an
+    inverse-frequency cast (RPL006, unsafe)."""
+    timestamps = '''\
+        import torch
+        from torch import nn
+
+
+        class TimestampRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, timestamps):
+                elapsed = timestamps - timestamps[:, :1]
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                freqs = elapsed.unsqueeze(-1) * inv_freq
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos().type_as(timestamps), emb.sin().type_as(timestamps)
+        '''
+    assert _found(timestamps) == {(15, "RPL001"): "safe"}
+    latlon = '''\
+        import torch
+        from torch import nn
+
+
+        class LatLonRotary(nn.Module):
+            def __init__(self, head_dim=64, theta=100.0):
+                super().__init__()
+                self.head_dim, self.theta = head_dim, theta
+
+            def forward(self, x, lat, lon):
+                d = self.head_dim // 2
+                inv_freq = 1.0 / (self.theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d))
+                f_lat = lat.to(device=x.device, dtype=torch.float32)[:, None] * inv_freq[None, :]
+                f_lon = lon.to(device=x.device, dtype=torch.float32)[:, None] * inv_freq[None, :]
+                freqs = torch.cat([f_lat, f_lat, f_lon, f_lon], dim=-1).to(x.dtype)
+                return freqs.cos(), freqs.sin()
+        '''
+    assert _found(latlon) == {(15, "RPL007"): "safe"}
+    # Frequencies scaled by a per-head factor tensor (no added axis) stay frequencies.
+    scaled = latlon.replace("dtype=torch.float32)[:, None]", "dtype=torch.float32)")
+    assert (15, "RPL007") not in _found(scaled)
+
+
+def test_a_yarn_ramp_clamped_to_the_unit_interval_is_no_positions():
+    """`torch.clamp((torch.arange(n) - low) / (high - low), 0, 1)` is YaRN's blend ramp: the frequencies blended
+    with it stay frequencies, so the forward's matmul with positions is the phase (RPL003, safe)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def _ramp(low, high, n):
+            ramp = (torch.arange(n, dtype=torch.float32) - low) / (high - low)
+            return torch.clamp(ramp, 0, 1)
+
+
+        def yarn_inv_freq(dim, base, factor):
+            pos_freqs = base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+            mask = 1 - _ramp(4, 20, dim // 2)
+            return (1.0 / (factor * pos_freqs)) * (1 - mask) + (1.0 / pos_freqs) * mask
+
+
+        class YarnRotary(nn.Module):
+            def __init__(self, dim=128, base=10000.0, factor=4.0):
+                super().__init__()
+                self.inv_freq = yarn_inv_freq(dim, base, factor)
+
+            def forward(self, x, position_ids):
+                inv = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+                freqs = torch.matmul(inv, position_ids[:, None, :].float()).transpose(1, 2)
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        '''
+    assert _found(source) == {(23, "RPL003"): "safe"}
+
+
+def test_state_updated_in_place_is_not_rebuilt_from_the_constructor():
+    """`self.inv_freq.data.copy_(...)` (dynamic NTK) changes the frequencies after `__init__`: rebuilding them from
+    `__init__`'s recipe in forward would drop the update, so RPL002's fix keeps the state float32 through module
+    casts instead (an `_apply` override)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class NtkRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0, dynamic=False):
+                super().__init__()
+                self.dim, self.base, self.dynamic = dim, base, dynamic
+                self.register_buffer("inv_freq", self._compute(base), persistent=False)
+
+            def _compute(self, base):
+                return 1.0 / (base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+
+            def forward(self, x, position_ids):
+                if self.dynamic:
+                    self.inv_freq.data.copy_(self._compute(self.base * 2.0))
+                freqs = position_ids.float()[..., None] * self.inv_freq.float()
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        '''
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "def _apply(self, fn, *args, **kwargs):" in fixed and "inv_freq_from" not in fixed
+    constant = source.replace("                if self.dynamic:\n                    self.inv_freq.data.copy_(self._compute(self.base * 2.0))\n", "")
+    rebuilt = fix_text("rotary.py", textwrap.dedent(constant), ALL, unsafe=False).fixed
+    assert "def _apply(" not in rebuilt and "rope_runtime" in rebuilt
+
+
+def test_a_private_helper_returning_the_cast_phase_to_its_one_caller():
+    """`_angles` returns `torch.cat((f, f), -1).to(dtype)` (and `.to(like)` on another branch) and its only caller
+    takes cos/sin: RPL007, safe: the helper returns the float32 phase and the caller casts the tables."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0, interleaved=False):
+                super().__init__()
+                self.dim, self.base, self.interleaved = dim, base, interleaved
+
+            def _angles(self, positions, like):
+                inv_freq = 1.0 / self.base ** (torch.arange(0, self.dim, 2, device=positions.device).float() / self.dim)
+                ang = positions.to(torch.float32)[..., None] * inv_freq
+                if not self.interleaved:
+                    return torch.cat((ang, ang), dim=-1).to(like)
+                return ang.repeat_interleave(2, dim=-1).to(like)
+
+            def cos_sin(self, positions, like):
+                ang = self._angles(positions, like)
+                if ang.dim() == 2:
+                    ang = ang[None, None]
+                return ang.cos(), ang.sin()
+        '''
+    found = _found(source)
+    assert set(found.values()) == {"safe"} and {code for _, code in found} == {"RPL007"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "return torch.cat((ang, ang), dim=-1)\n" in fixed and "return ang.repeat_interleave(2, dim=-1)\n" in fixed
+    assert "return ang.cos().to(like), ang.sin().to(like)" in fixed
+    assert _found(fixed) == {}
+    # A second caller would get the float32 phase too: no fix.
+    shared = source + "\n            def phase(self, positions, like):\n                return self._angles(positions, like)\n"
+    assert set(_found(shared).values()) == {None}

@@ -69,7 +69,7 @@ INT_BY_NAME = re.compile(r"^((\w+_)?(ids|index|indices)|idx|tokens|input_idx|tok
 MASK_NAMES = re.compile(r"^(attention_mask|attn_mask|padding_mask|key_padding_mask|mask)$")
 # Names that only ever mean positions, whatever built them (``t``, ``seq`` or ``offsets`` also name activations
 # and lengths): int64 ids from most callers when nothing else is known.
-POSITION_NAMES = re.compile(r"^(positions?|pos|pos_ids|position_ids|seq_pos|pos_idx|position_index)$")
+POSITION_NAMES = re.compile(r"^(positions?|pos|pos_ids|position_ids|seq_pos|pos_idx|position_index|timestamps)$")
 INT_POSITION_PARAMS = re.compile(r"^(position_ids|pos_ids|cache_position|input_pos)$")
 ACTIVATION_PARAMS = re.compile(
     r"^(x|hidden_states?|hidden|q|k|v|query|key|value|xq|xk|query_states|key_states|inputs?|tensor|qk|t_x|like)$"
@@ -281,19 +281,53 @@ def dtype_fallback(scope: Scope, node: ast.AST | None) -> tuple[str, ast.Attribu
         if isinstance(first, ast.Name) and first.id in scope.params:
             return first.id, _dtype_of_param(second, scope)
         return None
+    if isinstance(node, ast.IfExp):  # ``dtype if dtype is not None else pos.dtype`` (either way round)
+        chosen = _none_tested(node)
+        if chosen is not None and chosen[0] in scope.params:
+            return chosen[0], _dtype_of_param(chosen[1], scope)
+        return None
     if not isinstance(node, ast.Name):
         return None
     if node.id not in scope.params:  # ``out = dtype or pos.dtype`` ... ``x.to(out)``: the one value it holds
         values = _assigned_values(fn, node.id)
-        return dtype_fallback(scope, values[0]) if len(values) == 1 and isinstance(values[0], ast.BoolOp) else None
+        return dtype_fallback(scope, values[0]) if len(values) == 1 and isinstance(values[0], (ast.BoolOp, ast.IfExp)) \
+            else None
     fallback = None
     for value in _assigned_values(fn, node.id):
+        chosen = _none_tested(value) if isinstance(value, ast.IfExp) else None
         if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or) and len(value.values) == 2 \
                 and isinstance(value.values[0], ast.Name) and value.values[0].id == node.id:
             fallback = _dtype_of_param(value.values[1], scope)
+        elif chosen is not None and chosen[0] == node.id:  # ``dtype = pos.dtype if dtype is None else dtype``
+            fallback = _dtype_of_param(chosen[1], scope)
         else:
             fallback = fallback or _dtype_of_param(value, scope)  # ``if out is None: out = pos.dtype``
     return node.id, fallback
+
+
+def _none_tested(node: ast.IfExp) -> tuple[str, ast.expr] | None:
+    """(``a``, ``b``) for ``a if a is not None else b`` and ``b if a is None else a``: the optional argument
+    ``a`` and what stands in for it when it is left out."""
+    test = node.test
+    if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and len(test.ops) == 1
+            and is_none(test.comparators[0]) and isinstance(test.ops[0], (ast.Is, ast.IsNot))):
+        return None
+    name = test.left.id
+    given, fallback = (node.orelse, node.body) if isinstance(test.ops[0], ast.Is) else (node.body, node.orelse)
+    return (name, fallback) if isinstance(given, ast.Name) and given.id == name else None
+
+
+def _tensor_fallback(fn: ast.AST, name: str) -> str | None:
+    """``p`` in ``name = p if name is None else name`` (or ``if name is None: name = p``), ``p`` a parameter
+    of ``fn``: the tensor an optional tensor argument falls back to."""
+    params = set(call_params(fn, is_method=False)) if isinstance(fn, FUNCTION_NODES) else set()
+    for value in _assigned_values(fn, name):
+        chosen = _none_tested(value) if isinstance(value, ast.IfExp) else None
+        if chosen is not None and chosen[0] == name:
+            value = chosen[1]
+        if isinstance(value, ast.Name) and value.id != name and value.id in params:
+            return value.id
+    return None
 
 
 def _assigned_values(fn: ast.AST, name: str) -> list[ast.expr]:
@@ -400,6 +434,10 @@ class Interpreter:
                 self.model.functions[stmt.name] = stmt
             elif isinstance(stmt, ast.ClassDef):
                 self._register_class(stmt)
+        for info in self.model.classes.values():
+            for attr, made in list(info.submodules.items()):
+                if made.endswith("[]"):
+                    self._registry_class(info, attr, made[:-2])
         for name, fn in self.model.functions.items():
             self.wrappers.update(self._wrapper_kind(name, fn))
         for info in self.model.classes.values() if "autocast" in self.spans.code else ():
@@ -448,6 +486,16 @@ class Interpreter:
                 if stmt.name == "__init__":  # where submodules are built; walking every method costs too much
                     info.submodules.update(_submodules(stmt))
         self.model.classes[info.name] = info
+
+    def _registry_class(self, info: ClassInfo, attr: str, registry: str) -> None:
+        """``self.rope = ROPE_CLASSES[kind](...)``: the first class of this file the registry names stands for
+        all of them (variants of one rotary that differ in how they build the frequencies)."""
+        values = self._dict_constants.get(registry, {}).values()
+        made = next((v.id for v in values if isinstance(v, ast.Name) and v.id in self.model.classes), None)
+        if made is None:
+            del info.submodules[attr]
+        else:
+            info.submodules[attr] = made
 
     def _mro(self, info: ClassInfo) -> list[ClassInfo]:
         return in_file_mro(self.model.classes, info)
@@ -779,6 +827,15 @@ class Interpreter:
                                               frozenset(inner.freq_params))
             frame.env.pop(stmt.name, None)
 
+    def _updated_in_place(self, node: ast.expr, frame: Frame) -> None:
+        """``self.inv_freq.copy_(...)``, ``self.inv_freq.data.mul_(...)``: state changed after construction, though
+        no ``self.inv_freq = ...`` says so (a rebuild from ``__init__``'s recipe would miss the change)."""
+        if isinstance(node, ast.Attribute) and node.attr == "data":
+            node = node.value
+        held = _self_attr(node)
+        if held is not None and frame.cls is not None:
+            frame.cls.writes.setdefault(held, set()).add(frame.scope.symbol)
+
     def _entry(self, node: ast.Subscript, frame: Frame) -> tuple[Val, tuple[Val, ...] | None] | None:
         """What ``self.<name>[key]`` holds when this class stores tables or frequencies in it."""
         held = _self_attr(node.value)
@@ -811,6 +868,9 @@ class Interpreter:
                 and (val.roles & {Role.TABLE, Role.PHASE, Role.INV_FREQ} or _bare_param_of(val, frame)):
             self._write_into(target.value.id, val, frame)
             return
+        if isinstance(target, (ast.Subscript, ast.Attribute)) and frame.cls is not None \
+                and (isinstance(target, ast.Subscript) or target.attr == "data"):
+            self._updated_in_place(target.value, frame)  # ``self.inv_freq[:] = ...``, ``self.inv_freq.data = ...``
         held = _self_attr(target.value) if isinstance(target, ast.Subscript) else None
         if held is not None and frame.cls is not None and val.roles & {Role.TABLE, Role.PHASE, Role.INV_FREQ}:
             # ``self._tables[n] = (cos_tab, sin_tab)``: a cache keyed by length or device; reads of it get these.
@@ -1073,6 +1133,12 @@ class Interpreter:
                 and any(isinstance(n, ast.Name) and n.id == node.body.id for n in ast.walk(node.test)):
             # ``val if exists(val) else d`` (lucidrains' ``default``): the argument, when one is given.
             return joined.evolve(param=body.param)
+        test = node.test
+        if isinstance(node.orelse, ast.Name) and orelse.param is not None and isinstance(test, ast.Compare) \
+                and isinstance(test.left, ast.Name) and test.left.id == node.orelse.id and len(test.ops) == 1 \
+                and isinstance(test.ops[0], ast.Is) and is_none(test.comparators[0]):
+            # ``positions if like is None else like``: the argument, when one is given (its fallback otherwise).
+            return joined.evolve(param=orelse.param)
         return joined
 
     def _eval_compare(self, node: ast.Compare, frame: Frame) -> Val:
@@ -1128,8 +1194,10 @@ class Interpreter:
         entry = self._find_state(frame.cls, attr)
         if entry is None:
             found = self._find_method(frame.cls, attr)
-            if found is not None and any(dotted(d) == ["property"] for d in found[1].decorator_list):
-                # ``@property def inv_freq(self): return self.omega``: what the property returns.
+            if found is not None and any(dotted(d)[-1:] in (["property"], ["cached_property"])
+                                         for d in found[1].decorator_list):
+                # ``@property def inv_freq(self): return self.omega`` (or a ``functools.cached_property``):
+                # what the property returns.
                 return self._method_summary(frame.cls, attr).returns
             if SCALAR_PARAMS.search(attr) or attr in ("dim", "base"):
                 return Val(frozenset({Role.SCALAR}))
@@ -1275,6 +1343,8 @@ class Interpreter:
                 return self._register_buffer(node, pos, kw, frame)
             if isinstance(receiver_node, ast.Name) and receiver_node.id == "self" and method == "register_parameter":
                 return self._register_parameter(node, pos, kw, frame)
+            if method.endswith("_") and not method.startswith("_") and frame.cls is not None:
+                self._updated_in_place(receiver_node, frame)
             receiver = self._eval(receiver_node, frame)
             if method == "append" and len(pos) == 1 and isinstance(receiver_node, ast.Name) \
                     and receiver_node.id in frame.env:
@@ -1284,12 +1354,17 @@ class Interpreter:
                 frame.items.pop(receiver_node.id, None)
                 return UNKNOWN
             return self._method(node, method, receiver, pos, kw, frame)
-        for a in pos:
-            self._eval(a, frame)
-        for v in kw.values():
-            self._eval(v, frame)
+        held = [self._eval(a, frame) for a in (*pos, *kw.values())]
         if isinstance(func, ast.Name) and func.id in ("int", "len", "round"):
             return Val(frozenset({Role.SCALAR}), literal=0)  # an int: adding it keeps an integer tensor integer
+        if isinstance(func, ast.Name) and func.id[:1].isupper() and (pos or kw) and func.id not in self.model.classes:
+            # ``RotaryTables(cos=emb.cos(), sin=emb.sin())``: a record of tables (a dataclass, a NamedTuple);
+            # ``tables.to(position_ids)`` then casts what it holds.
+            if all(v.has(Role.TABLE) for v in held):
+                out = held[0]
+                for v in held[1:]:
+                    out = join(out, v)
+                return Val(frozenset({Role.TABLE}), out.dtype, site=out.site)
         if isinstance(func, ast.Name) and func.id in ("float", "max", "min"):
             return Val(frozenset({Role.SCALAR}))
         return UNKNOWN
@@ -1381,6 +1456,9 @@ class Interpreter:
             val = bound.get(name)
             if isinstance(cast.target_expr, ast.Attribute):
                 arg = nodes.get(name)
+                if arg is None and val is None:
+                    self._left_out_like(node, name, cast, bound, nodes, frame)
+                    continue
                 if val is not None and arg is not None and self._integer_tensor(arg, val, frame):
                     # ``self.rope(idx)`` into ``def forward(self, x): ... cos.to(x.dtype)``: reported at the call.
                     like = self._activation_like(node, name, arg, frame)
@@ -1408,6 +1486,17 @@ class Interpreter:
                     frame.trig_params.add(val.param)
                 if val.has(Role.PHASE):
                     self.model.helper_trigs.append(TrigInHelper(node, val, callee, frame.scope))
+
+    def _left_out_like(self, node: ast.Call, name: str, cast: Cast, bound: dict[str, Val],
+                       nodes: dict[str, ast.expr], frame: Frame) -> None:
+        """``self.table(position_ids)`` into ``def __call__(self, positions, like=None): like = positions if like
+        is None else like; ... cos.to(like.dtype)``: left out, the tables take the integer positions' dtype."""
+        fn = self._callee_node(node, frame)
+        fallback = _tensor_fallback(fn, name) if fn is not None else None
+        arg = nodes.get(fallback) if fallback is not None else None
+        if arg is not None and fallback in bound and self._integer_tensor(arg, bound[fallback], frame):
+            self.model.casts.append(Cast(node, f"default-tensor:{name}", cast.receiver, dtype_val(Dt.INT),
+                                         arg, frame.scope))
 
     def _callee_node(self, node: ast.Call, frame: Frame) -> FunctionNode | None:
         func = node.func
@@ -1450,7 +1539,9 @@ class Interpreter:
         ids = arg.body if isinstance(arg, ast.IfExp) else arg  # ``input_ids if ... else inputs_embeds``
         table = self._embedding_of(ids, frame) if isinstance(ids, ast.Name) else None
         if table is None:
-            return None
+            # Nothing here has the activations' dtype: float32 ids of the same shape and device (``~`` marks
+            # the guess, as the callers' activations may want tables in their own dtype).
+            return f"~{ids.id}.float()" if isinstance(arg, ast.Name) else None
         weight = f"self.{table}.weight"
         if isinstance(arg, ast.IfExp):  # only the ids branch changes
             return f"{weight} if {self.spans.text(arg.test)} else {self.spans.text(arg.orelse)}"
@@ -1637,6 +1728,9 @@ class Interpreter:
             return self._exp(node, vals[0], frame, pos[0])
         if tail in ("log", "sqrt", "abs", "log2", "log10", "floor", "ceil") and qn.startswith("math."):
             return Val(frozenset({Role.SCALAR}))
+        if tail in ("clamp", "clip") and vals and [number(a) for a in pos[1:3]] == [0, 1]:
+            # ``torch.clamp((arange(n) - low) / (high - low), 0, 1)``: a ramp in [0, 1] (YaRN's mask), not positions.
+            return Val(frozenset(), vals[0].dtype)
         if tail in ("where", "lerp", "clamp", "clip", "maximum", "minimum"):
             tensors = [v for v in vals if v.roles - {Role.SCALAR}]
             out = UNKNOWN
@@ -2023,7 +2117,12 @@ class Interpreter:
     def _exp(self, node: ast.AST, arg: Val, frame: Frame, arg_node: ast.AST | None = None) -> Val:
         # ``exp(-log(base) * arange / half)``: without the log it is a decay or a slope, not a frequency.
         has_log = arg_node is not None and _LOG_OF_BASE.search(self.spans.text(arg_node)) is not None
-        if arg.has(Role.ARANGE) and arg.scaled and has_log:
+        if not has_log and isinstance(arg_node, ast.Name) and arg.has(Role.ARANGE) and frame.scope.node is not None:
+            # ``exponent = arange(half) * (-math.log(theta) / half)``, then ``exponent.exp()``.
+            has_log = any(_LOG_OF_BASE.search(self.spans.text(v))
+                          for v in _assigned_values(frame.scope.node, arg_node.id))
+        if arg.has(Role.ARANGE) and arg.scaled and has_log and "timestep" not in frame.scope.symbol.lower():
+            # (A diffusion timestep embedding's frequencies, as its phase (see _product_or_arith), rotate nothing.)
             dt = Dt.RUNTIME if arg.dtype is Dt.INT else arg.dtype
             val = Val(frozenset({Role.INV_FREQ}), dt, site=arg.site if dt.can_be_16bit else None, vector=arg.vector,
                       dtype_param=arg.dtype_param)
@@ -2086,6 +2185,10 @@ class Interpreter:
             freq, positions = a, b
         elif _is_freq(b) and _is_positions(a, loose=form != "elementwise"):
             freq, positions = b, a
+        elif form == "elementwise" and _is_freq(a) and _outer_operand(b, a):
+            freq, positions = a, b
+        elif form == "elementwise" and _is_freq(b) and _outer_operand(a, b):
+            freq, positions = b, a
         if freq is None or positions is None or "timestep" in frame.scope.symbol.lower():
             # A diffusion model's sinusoidal timestep embedding has a phase's arithmetic but rotates nothing.
             return None
@@ -2103,6 +2206,12 @@ class Interpreter:
             dtype = Dt.RUNTIME
         return Val(frozenset({Role.PHASE}), dtype, site=site if dtype is not Dt.FULL else None,
                    read=freq.read, product=node)
+
+
+def _outer_operand(v: Val, freq: Val) -> bool:
+    """``lat.float()[:, None] * inv_freq[None, :]``: a tensor of no known meaning given a trailing axis of one
+    against the frequencies' last axis, an outer product by broadcasting: the coordinates of a phase."""
+    return v.last_is_one and not freq.last_is_one and not v.roles and v.dtype is not Dt.INT
 
 
 def _is_freq(v: Val) -> bool:
@@ -2324,7 +2433,10 @@ def _submodules(fn: FunctionNode) -> dict[str, str]:
         for name in ("body", "orelse", "finalbody", "handlers"):
             todo.extend(getattr(node, name, ()))
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            called = dotted(node.value.func)
+            func = node.value.func
+            # ``ROPE_CLASSES[rope_type](...)``: resolved against the module's class registries (``"REG[]"``).
+            called = [f"{func.value.id}[]"] if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name) \
+                else dotted(func)
             for target in node.targets:
                 if called and isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                         and target.value.id == "self":

@@ -31,7 +31,7 @@ class IntegerTableCast(Rule):
             if fallback is None:
                 what = f"{what} cast to"
             message = f"{what} the dtype of `{target}`, an integer tensor"
-            if cast.method.startswith("default:"):
+            if cast.method.startswith(("default:", "default-tensor:")):
                 callee = ctx.code(cast.node.func).removeprefix("self.")
                 name = cast.method.split(":", 1)[1]
                 message = (f"`{callee}` casts its {what.removesuffix(' cast to')} to the dtype of "
@@ -67,6 +67,11 @@ class IntegerTableCast(Rule):
             # The rotary reads more than the dtype and device of what it is handed (its length), and the
             # activations it should get are often made after this call: no edit is certain.
             return None
+        if cast.method.startswith("argument=~"):  # no activation in reach: float32 ids stand in
+            like = cast.method.split("=~", 1)[1]
+            return FixPlan("unsafe", f"pass `{like}` (the rotary reads only its dtype and device; the tables become "
+                                     f"float32, and no activation here says whether callers want another dtype)",
+                           (Replace(cast.target_expr, like),))
         if cast.method.startswith("argument="):  # the rotary reads only ``x.dtype``/``x.device``
             like = cast.method.split("=", 1)[1]
             return FixPlan("safe", f"pass `{like}` (the rotary reads only its dtype and device)",
@@ -83,6 +88,14 @@ class IntegerTableCast(Rule):
             torch, imports = ctx.torch_name()
             return FixPlan("safe", f"allocate it as `{torch}.float32`",
                            (Replace(cast.node, append_keyword(ctx, cast.node, f"dtype={torch}.float32")), *imports))
+        if cast.method.startswith("default-tensor:"):
+            # ``like`` left out falls back to the positions: pass the activation the tables are meant for.
+            act = cast.scope.activation
+            name = cast.method.split(":", 1)[1]
+            if act is None:
+                return None
+            return FixPlan("safe", f"pass `{name}={act}`",
+                           (Replace(cast.node, append_keyword(ctx, cast.node, f"{name}={act}")),))
         if cast.method == "call" or cast.method.startswith("default:"):
             # The integer dtype reaches a same-file function that casts its tables to it: as an argument,
             # or as the fallback of a dtype argument the call leaves out.

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 
 from ..diagnostics import DeleteLines, FixPlan, NodeEdit, Replace
 from ..model.events import Cast, Trig, TrigInHelper
-from ..model.interpreter import ACTIVATION_PARAMS, is_cast_call, is_trig_call, same_file_callable
+from ..model.interpreter import ACTIVATION_PARAMS, call_params, is_cast_call, is_trig_call, same_file_callable
+from ..model.names import dotted
 from ..model.values import Dt, Role
 from .base import Rule, RuleContext, assigned_name, later_loads, only_read_by, shape_only_reads
 from .rpl001 import positions_dtype
@@ -40,7 +42,9 @@ class TrigAfterDowncast(Rule):
 
     def _fix(self, ctx: RuleContext, cast: Cast, trigs: list[Trig]) -> FixPlan | None:
         split = self._split(ctx, cast)
-        if split is None or any(t.scope.symbol != cast.scope.symbol for t in trigs):
+        if split is not None and any(t.scope.symbol != cast.scope.symbol for t in trigs):
+            return _returned_fix(ctx, cast, trigs)
+        if split is None:
             return None
         receiver_code, tail = split
         edits: list[NodeEdit] = []
@@ -123,6 +127,58 @@ class TrigAfterDowncast(Rule):
         return FixPlan("safe" if safe else "unsafe",
                        f"pass the float32 phase to `{calls[0].callee}` and cast what it returns to the activation's "
                        f"dtype{why}", tuple(edits))
+
+
+def _returned_fix(ctx: RuleContext, cast: Cast, trigs: list[Trig]) -> FixPlan | None:
+    """A private helper returns the phase cast to a dtype its one caller passes (``return torch.cat((f, f),
+    -1).to(dtype)``, ``.to(like)``) and that caller takes cos/sin of it: the helper returns the float32 phase, and
+    the caller casts the tables to what it passed."""
+    helper, caller = cast.scope.node, trigs[0].scope.node
+    if not isinstance(helper, (ast.FunctionDef, ast.AsyncFunctionDef)) or not helper.name.startswith("_") \
+            or caller is None or len({t.scope.symbol for t in trigs}) != 1 \
+            or len(re.findall(rf"(?<![\w]){re.escape(helper.name)}\(", ctx.source)) != 2:  # its ``def`` and one call
+        return None
+    casts = [r.value for r in ast.walk(helper) if isinstance(r, ast.Return)]
+    if not any(c is cast.node for c in casts) or not all(
+            isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "to"
+            and len(c.args) == 1 and not c.keywords for c in casts):
+        return None
+    targets = {ctx.code(c.args[0]) for c in casts}  # type: ignore[union-attr]
+    target = casts[0].args[0]  # type: ignore[union-attr]
+    name = target.value if isinstance(target, ast.Attribute) and target.attr == "dtype" else target
+    call = next((n for n in ast.walk(caller) if isinstance(n, ast.Call) and (dotted(n.func) or [""])[-1] == helper.name),
+                None)
+    if len(targets) != 1 or not isinstance(name, ast.Name) or call is None:
+        return None
+    params = call_params(helper, is_method=isinstance(call.func, ast.Attribute))
+    given = dict(zip(params, call.args)) | {k.arg: k.value for k in call.keywords if k.arg}
+    arg = given.get(name.id)
+    if arg is None or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    passed = ctx.code(arg) if isinstance(arg, (ast.Name, ast.Attribute)) else f"({ctx.code(arg)})"
+    tail = f".to({passed}.dtype)" if name is not target else f".to({passed})"
+    receivers = [_angle(t.node) for t in trigs]
+    allowed = {id(_widened(r)[0]) for r in receivers} | shape_only_reads(caller)
+    allowed |= _rearranged_into(caller, allowed) | _sliced_in_place(caller)
+    if not only_read_by(ctx, call, caller, allowed):
+        return None
+    edits: list[NodeEdit] = [Replace(c, ctx.code(c.func.value)) for c in casts]  # type: ignore[union-attr]
+    for t, r in zip(trigs, receivers):
+        if not _widened(r)[1] and not _is_complex(t.node):
+            edits.append(Replace(t.node, f"{ctx.code(t.node)}{tail}"))
+    return FixPlan("safe", f"return the float32 phase from `{helper.name}` and cast the tables its caller takes "
+                           f"instead", tuple(edits))
+
+
+def _sliced_in_place(fn: ast.AST) -> set[int]:
+    """Reads in ``ang = ang[None, None]``: the name re-bound to a view of itself."""
+    found: set[int] = set()
+    for stmt in ast.walk(fn):
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                and isinstance(stmt.value, ast.Subscript) and isinstance(stmt.value.value, ast.Name) \
+                and stmt.value.value.id == stmt.targets[0].id:
+            found.add(id(stmt.value.value))
+    return found
 
 
 def _helper(ctx: RuleContext, cast: Cast, name: str) -> ast.AST | None:
