@@ -1089,6 +1089,25 @@ def test_timestamps_parameters_are_positions_and_broadcast_outer_products_are_ph
     # Frequencies scaled by a per-head factor tensor (no added axis) stay frequencies.
     scaled = latlon.replace("dtype=torch.float32)[:, None]", "dtype=torch.float32)")
     assert (15, "RPL007") not in _found(scaled)
+    # RoPE-Mixed's 2-D frequencies, magnitudes times a random unit direction, are frequencies, not a phase.
+    mixed = '''\
+        import torch
+        from torch import nn
+
+
+        def init_mixed_freqs(dim, theta=10.0):
+            mag = 1.0 / (theta ** (torch.arange(0, dim, 4, dtype=torch.float32) / dim))
+            direction = torch.randn(2)
+            direction = direction / direction.norm()
+            return mag[None, :] * direction[:, None]
+
+
+        class Mixed(nn.Module):
+            def __init__(self, dim=64):
+                super().__init__()
+                self.freqs = nn.Parameter(init_mixed_freqs(dim))
+        '''
+    assert not any(code == "RPL009" for _, code in _found(mixed))
 
 
 def test_a_yarn_ramp_clamped_to_the_unit_interval_is_no_positions():

@@ -2209,9 +2209,10 @@ class Interpreter:
 
 
 def _outer_operand(v: Val, freq: Val) -> bool:
-    """``lat.float()[:, None] * inv_freq[None, :]``: a tensor of no known meaning given a trailing axis of one
-    against the frequencies' last axis, an outer product by broadcasting: the coordinates of a phase."""
-    return v.last_is_one and not freq.last_is_one and not v.roles and v.dtype is not Dt.INT
+    """``lat.float()[:, None] * inv_freq[None, :]``: an argument of no known meaning given a trailing axis of one
+    against the frequencies' last axis, an outer product by broadcasting: the coordinates of a phase. (Not any
+    tensor: RoPE-Mixed builds 2-D frequencies as ``mag[None, :] * direction[:, None]``.)"""
+    return v.last_is_one and not freq.last_is_one and not v.roles and v.dtype is not Dt.INT and v.param is not None
 
 
 def _is_freq(v: Val) -> bool:
