@@ -1210,3 +1210,104 @@ def test_a_private_helper_returning_the_cast_phase_to_its_one_caller():
     # A second caller would get the float32 phase too: no fix.
     shared = source + "\n            def phase(self, positions, like):\n                return self._angles(positions, like)\n"
     assert set(_found(shared).values()) == {None}
+
+
+def test_frequencies_from_a_comprehension_copied_in_the_positions_dtype():
+    """`positions.new_tensor([theta ** (-2.0 * i / dim) for i in range(dim // 2)])`: the comprehension over the
+    channel range is the inverse frequencies, copied in the int64 dtype of the positions (RPL006, safe: the copy
+    is made float32). A comprehension of per-channel factors (`1.0 + 0.1 * i`) is no frequencies."""
+    source = '''\
+        import torch
+
+
+        def phase_shift_factors(positions, *, dim, theta=10000.0):
+            inv_freq = positions.new_tensor([theta ** (-2.0 * i / dim) for i in range(dim // 2)])
+            phase = positions[..., None] * inv_freq
+            return torch.complex(torch.cos(phase), torch.sin(phase))
+        '''
+    assert _found(source) == {(5, "RPL006"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "for i in range(dim // 2)], dtype=torch.float32)" in fixed and _found(fixed) == {}
+    factors = source.replace("theta ** (-2.0 * i / dim)", "1.0 + 0.1 * i")
+    assert _found(factors) == {}
+
+
+def test_a_scaled_range_named_positions_and_a_private_builder_read_widened():
+    """`positions = torch.arange(offset, N).type(dtype_str) * scale` (MLX's legacy cast to the activation dtype)
+    forms the phase: RPL005, safe. A private method that builds the frequencies in `x.dtype`, called once and
+    read only through `.float()`, gets the in-place float32 fix as safe (nothing else sees its dtype)."""
+    mlx = '''\
+        import math
+        import torch
+
+
+        def create_cos_sin_theta(N, D, offset=0, base=10000.0, scale=1.0, dtype=torch.float32):
+            D = D // 2
+            dtype_str = torch.empty((), dtype=dtype).type()
+            positions = torch.arange(offset, N).type(dtype_str) * scale
+            freqs = torch.exp(-torch.arange(0.0, D, dtype=torch.float32) * (math.log(base) / D))
+            theta = positions.reshape(-1, 1) * freqs.reshape(1, -1)
+            return torch.cos(theta).to(dtype), torch.sin(theta).to(dtype)
+        '''
+    assert _found(mlx) == {(8, "RPL005"): "safe"}
+    assert "positions = torch.arange(offset, N).float() * scale" in fix_text(
+        "rotary.py", textwrap.dedent(mlx), ALL, unsafe=False).fixed
+    dynamic = '''\
+        import torch
+        from torch import nn
+
+
+        class DynamicRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def _dynamic_inv_freq(self, seq_len, x):
+                base = self.base * max(1.0, seq_len / 4096)
+                return 1.0 / (base ** (torch.arange(0, self.dim, 2, device=x.device, dtype=x.dtype) / self.dim))
+
+            def forward(self, x, position_ids):
+                inv_freq = self._dynamic_inv_freq(int(position_ids.max()) + 1, x)
+                freqs = position_ids.float()[..., None] * inv_freq.float()
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    assert _found(dynamic) == {(12, "RPL006"): "safe"}
+    # A public method: other code may call it and see the dtype change (unsafe).
+    assert _found(dynamic.replace("_dynamic_inv_freq", "dynamic_inv_freq")) == {(12, "RPL006"): "unsafe"}
+
+
+def test_a_users_own_apply_override_runs_super_apply_through_the_helper():
+    """The class overrides `_apply` to keep `inv_freq` but forward reads the unprotected phase buffer
+    `cached_freqs` (RPL009): the fix routes the override's one `super()._apply(fn, recurse)` through
+    `rope_runtime.apply_keeping_dtype`, keeping what the override did around it; a second fix changes nothing."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=64, theta=10000.0, max_len=4096):
+                super().__init__()
+                inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2).float() / dim))
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+                t = torch.arange(max_len, dtype=torch.float32)
+                self.register_buffer("cached_freqs", (t[:, None] * inv_freq[None, :]).repeat_interleave(2, -1),
+                                     persistent=False)
+
+            def _apply(self, fn, recurse=True):
+                inv_freq = self.inv_freq
+                super()._apply(fn, recurse)
+                self.inv_freq = inv_freq.to(device=self.inv_freq.device)
+                return self
+
+            def forward(self, seq_len):
+                return self.cached_freqs[:seq_len].float()
+        '''
+    assert _found(source) == {(11, "RPL009"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert ('rope_runtime.apply_keeping_dtype(self, super()._apply, fn, ("inv_freq", "cached_freqs"), recurse)'
+            in fixed) and "self.inv_freq = inv_freq.to(device=self.inv_freq.device)" in fixed
+    assert fix_text("rotary.py", fixed, ALL, unsafe=False).fixed == fixed and _found(fixed) == {}
+    # Two calls of super()._apply: no edit is certain.
+    twice = source.replace("super()._apply(fn, recurse)\n", "super()._apply(fn, recurse)\n                super()._apply(fn, recurse)\n")
+    assert _found(twice) == {(11, "RPL009"): None}

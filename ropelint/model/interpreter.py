@@ -882,8 +882,9 @@ class Interpreter:
             if not val.roles and val.dtype is Dt.UNKNOWN and SCALAR_PARAMS.search(target.id) \
                     and not TENSOR_PARAMS.search(target.id):
                 val = Val(frozenset({Role.SCALAR}))  # ``dim = kv_channels``: a size, whatever it came from
-            elif not val.roles and POSITION_NAMES.match(target.id):
-                # ``pos = positions_from_chains(...).float()``: a helper the analysis does not follow made them.
+            elif POSITION_NAMES.match(target.id) and (not val.roles or val.roles == {Role.ARANGE}):
+                # ``pos = positions_from_chains(...).float()``: a helper the analysis does not follow made them;
+                # ``positions = torch.arange(offset, N).to(dtype) * scale``: a scaled range its name calls positions.
                 val = val.evolve(roles=frozenset({Role.POSITIONS}))
             frame.env[target.id] = val
             if items is not None:
@@ -1116,14 +1117,35 @@ class Interpreter:
         """``[rope(ids[..., i], ...) for i in range(n)]``: the element, with the loop variables bound as
         a ``for`` statement binds them; they do not leak into the enclosing scope."""
         outer = dict(frame.env)
+        exponents = False
         for gen in node.generators:
             it = self._eval(gen.iter, frame)
-            self._bind(gen.target, it.evolve(roles=it.roles - {Role.ARANGE}), None, frame)
+            ramp = self._range_of_exponents(gen.iter) if len(node.generators) == 1 and not gen.ifs else None
+            exponents = ramp is not None
+            self._bind(gen.target, ramp or it.evolve(roles=it.roles - {Role.ARANGE}), None, frame)
             for condition in gen.ifs:
                 self._eval(condition, frame)
         val = self._eval(node.elt, frame)
         frame.env = outer
+        if exponents and val.has(Role.INV_FREQ):
+            # ``[theta ** (-2.0 * i / dim) for i in range(dim // 2)]``: the frequencies as Python floats, whatever
+            # tensor they become (``torch.tensor(...)``, ``positions.new_tensor(...)``) decides their dtype.
+            return val.evolve(param=None, dtype=Dt.UNKNOWN, site=None, earlier_sites=())
+        if exponents:  # ``[1.0 + 0.1 * i for i in range(dim // 2)]``: per-channel factors, no range
+            return Val(val.roles - {Role.ARANGE}) if val.roles - {Role.ARANGE} else UNKNOWN
         return val.evolve(param=None)
+
+    def _range_of_exponents(self, node: ast.expr) -> Val | None:
+        """``i`` in ``for i in range(0, dim, 2)`` / ``range(dim // 2)``: the channel index, an arange over the
+        frequencies (never positions: a comprehension over positions keeps its loop variable plain)."""
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
+                and node.args and not node.keywords):
+            return None
+        texts = [self.spans.text(a) for a in node.args]
+        stop = texts[1] if len(texts) >= 2 else texts[0]
+        if not EXPONENT_ARGS.search(stop) or POSITION_ARGS.search(stop):
+            return None
+        return Val(frozenset({Role.ARANGE}), Dt.INT, vector=True)
 
     def _eval_ifexp(self, node: ast.IfExp, frame: Frame) -> Val:
         self._eval(node.test, frame)
@@ -1838,6 +1860,9 @@ class Interpreter:
             # ``position_ids.new_tensor(self.inv_freq)``: frequencies copied in ``position_ids``' dtype.
             given = kvals.get("dtype")
             dt = given.dtype if given is not None and given.has(Role.DTYPE) else receiver.dtype
+            if given is None and dt is Dt.UNKNOWN and receiver.has(Role.POSITIONS) \
+                    and POSITION_NAMES.match(receiver.param or ""):
+                dt = Dt.INT  # ``positions.new_tensor([...])`` with ``positions`` a parameter: int64 ids from callers
             if dt is Dt.INT:
                 self.model.casts.append(Cast(node, "new_tensor", vals[0], dtype_val(Dt.INT).evolve(
                     param=receiver.param), receiver_node, frame.scope))

@@ -147,7 +147,9 @@ def _unsafe_because(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, sco
     consumers = [p for p in ctx.model.products
                  if any(s is site for s in (*p.positions.sites, *p.freq.sites))]
     if not consumers:
-        if _only_read_as_float32(ctx, site, scope) or _only_fed_to_full_helpers(ctx, site, scope):
+        if _only_read_as_float32(ctx, site, scope) or _only_fed_to_full_helpers(ctx, site, scope) \
+                or (not (isinstance(dtype, ast.Name) and dtype.id in scope.params)  # else: passed float32 at the call
+                    and _returned_to_a_widening_caller(ctx, site, scope)):
             return ""
         return "the values leave this function; code elsewhere may depend on their dtype"
     caller = dtype.id if isinstance(dtype, ast.Name) and dtype.id in scope.params else None
@@ -253,6 +255,27 @@ def _only_read_as_float32(ctx: RuleContext, site: ast.Call, scope: Scope) -> boo
     widened = {id(node.func.value) for node in ast.walk(scope.node) if isinstance(node, ast.Call)
                and isinstance(node.func, ast.Attribute) and node.func.attr in ("float", "double")} if scope.node else set()
     return only_read_by(ctx, site, scope.node, widened)
+
+
+def _returned_to_a_widening_caller(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
+    """A private function returns what ``site`` builds (``return 1.0 / (base ** (arange(..., dtype=x.dtype) /
+    d))``), the file calls it once, as ``f = self._dynamic_inv_freq(...)``, and reads ``f`` only widened
+    (``f.float()``): its dtype goes no further than that caller."""
+    fn = scope.node
+    if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not fn.name.startswith("_") \
+            or ctx.source.count(f"{fn.name}(") != 2:  # its ``def`` and one call
+        return False
+    returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None]
+    if len(returns) != 1 or not any(n is site for n in ast.walk(returns[0].value)):  # type: ignore[arg-type]
+        return False
+    callers = [*ctx.model.functions.values(), *(m for c in ctx.model.classes.values() for m in c.methods.values())]
+    for caller in callers:
+        for node in ast.walk(caller):
+            if isinstance(node, ast.Call) and (dotted(node.func) or [""])[-1] == fn.name:
+                widened = {id(n.func.value) for n in ast.walk(caller) if isinstance(n, ast.Call)
+                           and isinstance(n.func, ast.Attribute) and n.func.attr in ("float", "double")}
+                return only_read_by(ctx, node, caller, widened)
+    return False
 
 
 def _only_fed_to_full_helpers(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:

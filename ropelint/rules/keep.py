@@ -87,7 +87,13 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
     if "_apply" in info.methods:
         names = _kept_names(info.methods["_apply"])
         if names is None:
-            return None, f"`{cls_name}` already overrides `_apply`; make it keep `{ref.name}` float32"
+            wrapped = _wrap_super_apply(ctx, info.methods["_apply"], _names(ctx, info, ref))
+            if wrapped is None or learnable:
+                return None, f"`{cls_name}` already overrides `_apply`; make it keep `{ref.name}` float32"
+            return FixPlan(safety, f"keep {what} `{ref.name}` float32 through module dtype casts: the class's own "
+                                   f"`_apply` override runs `super()._apply` through ropelint's runtime helper"
+                                   f"{_dropped_note(dropped)}",
+                           (wrapped, *_remember(ctx, info), AddImport(IMPORT_MODULE), *dropped)), ""
         held = [*(n.value for n in names.elts), *(n for n in _names(ctx, info, ref) if n not in
                                                    {e.value for e in names.elts})]
         edits: tuple = (Replace(names, _quoted(held)), *_remember(ctx, info))  # type: ignore[type-arg]
@@ -201,6 +207,24 @@ def _learnable_edit(method: ast.AST, name: str) -> Replace | None:
             if star is not None:
                 return Replace(star, f"learnable={_quoted([name])}, **{star.value.id}")  # type: ignore[attr-defined]
     return None
+
+
+def _wrap_super_apply(ctx: RuleContext, method: ast.AST, kept: list[str]) -> Replace | None:
+    """The one ``super()._apply(fn, ...)`` call of a user's ``_apply(self, fn, ...)`` override, run through
+    ``rope_runtime.apply_keeping_dtype`` so that ``kept`` keeps its dtype there (whatever else it does stays)."""
+    if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)) or len(method.args.args) < 2:
+        return None
+    fn_param = method.args.args[1].arg
+    calls = [n for n in ast.walk(method) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+             and n.func.attr == "_apply" and isinstance(n.func.value, ast.Call)
+             and isinstance(n.func.value.func, ast.Name) and n.func.value.func.id == "super"]
+    if len(calls) != 1 or not calls[0].args or not isinstance(calls[0].args[0], ast.Name) \
+            or calls[0].args[0].id != fn_param or any(isinstance(a, ast.Starred) for a in calls[0].args[:1]):
+        return None
+    call = calls[0]
+    rest = [ctx.code(a) for a in call.args[1:]] + [ctx.code(k) for k in call.keywords]
+    arguments = ", ".join(["self", ctx.code(call.func), fn_param, _quoted(kept), *rest])
+    return Replace(call, f"rope_runtime.apply_keeping_dtype({arguments})")
 
 
 def _kept_names(method: ast.AST) -> ast.Tuple | None:
