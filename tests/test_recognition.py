@@ -1311,3 +1311,27 @@ def test_a_users_own_apply_override_runs_super_apply_through_the_helper():
     # Two calls of super()._apply: no edit is certain.
     twice = source.replace("super()._apply(fn, recurse)\n", "super()._apply(fn, recurse)\n                super()._apply(fn, recurse)\n")
     assert _found(twice) == {(11, "RPL009"): None}
+
+
+def test_a_private_helper_moving_tables_with_the_positions_dtype_keyword():
+    """`_expand(table, positions)` ends in `.to(device=positions.device, dtype=positions.dtype)` and both calls
+    hand it integer positions: RPL001 at each call, safe: the helper's `dtype=` goes (one edit for both). A third
+    call that passes an activation as the reference keeps the helper as it is (no fix)."""
+    source = '''\
+        import torch
+
+
+        def _expand(table, positions):
+            return table.unsqueeze(1).to(device=positions.device, dtype=positions.dtype)
+
+
+        def rope_cos_sin(positions, rotary_dim, theta=10000.0):
+            inv_freq = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float32) / rotary_dim))
+            phase = positions.to(torch.float32)[..., None] * inv_freq
+            return _expand(torch.cos(phase), positions), _expand(torch.sin(phase), positions)
+        '''
+    assert _found(source) == {(11, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "return table.unsqueeze(1).to(device=positions.device)\n" in fixed and _found(fixed) == {}
+    shared = source + "\n\n        def like_query(t, q):\n            return _expand(t, q)\n"
+    assert _found(shared) == {(11, "RPL001"): None}

@@ -1471,7 +1471,9 @@ class Interpreter:
                 # ``def _match(t, ref): return t.to(ref.dtype)`` does nothing but the cast: the call can go.
                 droppable = fn is not None and node.args and not isinstance(node.args[0], ast.Starred) \
                     and _only_casts(fn, name, target_name)
-                method = "argument-device" if movable else "argument-drop" if droppable else "argument"
+                method = "argument-device" if movable else "argument-drop" if droppable else \
+                    "argument-dtype-keyword" if fn is not None and dtype_keyword(fn, target_name) is not None \
+                    else "argument"
                 self.model.casts.append(Cast(node, method, val,
                                              dtype_val(Dt.INT).evolve(param=target_name), arg, frame.scope))
         for name, cast in summary.tensor_casts:
@@ -2423,6 +2425,26 @@ def _only_to_target(fn: FunctionNode, param: str) -> bool:
                and c.func.attr == "to" and len(c.args) == 1 and not c.keywords
                and isinstance(c.args[0], ast.Name) and c.args[0].id == param]
     return bool(uses) and len(uses) == len(targets)
+
+
+def dtype_keyword(fn: FunctionNode, param: str) -> tuple[ast.Call, ast.keyword] | None:
+    """The ``.to(device=param.device, dtype=param.dtype)`` call of ``fn`` and its ``dtype=`` keyword, when that is
+    the only place ``fn`` reads ``param.dtype`` and the call moves to a device too (positional or keyword)."""
+    found = None
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Attribute) and node.attr == "dtype" and isinstance(node.value, ast.Name) \
+                and node.value.id == param:
+            if found is not None:
+                return None
+            found = node
+    if found is None:
+        return None
+    for call in ast.walk(fn):
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "to":
+            keyword = next((k for k in call.keywords if k.arg == "dtype" and k.value is found), None)
+            if keyword is not None and (call.args or any(k.arg == "device" for k in call.keywords)):
+                return call, keyword
+    return None
 
 
 def _only_casts(fn: FunctionNode, value: str, like: str) -> bool:

@@ -4,7 +4,15 @@ import ast
 import re
 
 from ..diagnostics import DeleteLines, FixPlan, Replace
-from ..model.interpreter import ACTIVATION_PARAMS, POSITION_NAMES, allocator_name, dtype_fallback
+from ..model.interpreter import (
+    ACTIVATION_PARAMS,
+    POSITION_NAMES,
+    allocator_name,
+    dtype_fallback,
+    dtype_keyword,
+    same_file_callable,
+)
+from ..model.names import dotted
 from ..model.values import Dt, Role
 from .base import Rule, RuleContext, append_keyword, atom_code, cast_receiver, spelled_as_tensor
 
@@ -67,6 +75,8 @@ class IntegerTableCast(Rule):
             # The rotary reads more than the dtype and device of what it is handed (its length), and the
             # activations it should get are often made after this call: no edit is certain.
             return None
+        if cast.method == "argument-dtype-keyword":
+            return _dtype_keyword_fix(ctx, cast)
         if cast.method.startswith("argument=~"):  # no activation in reach: float32 ids stand in
             like = cast.method.split("=~", 1)[1]
             return FixPlan("unsafe", f"pass `{like}` (the rotary reads only its dtype and device; the tables become "
@@ -154,6 +164,25 @@ class IntegerTableCast(Rule):
 
 
 _FLOAT64 = re.compile(r"float64|\bdouble\b")
+
+
+def _dtype_keyword_fix(ctx: RuleContext, cast) -> FixPlan | None:  # type: ignore[no-untyped-def]
+    """``_expand(table, positions)`` ends in ``.to(device=positions.device, dtype=positions.dtype)``: drop the
+    ``dtype=`` there, when the helper is private and every call of it in the file hands it integer positions
+    (each such call is one of these findings), so no caller relied on the cast."""
+    name = (dotted(cast.node.func) or [""])[-1]
+    info = ctx.model.classes.get(cast.scope.symbol.split(".")[0])
+    fn = same_file_callable(ctx.model, None, name) or same_file_callable(ctx.model, info, name, method=True)
+    calls = {id(c.node) for c in ctx.model.casts if c.method == cast.method
+             and (dotted(c.node.func) or [""])[-1] == name}
+    found = dtype_keyword(fn, cast.target.param) if fn is not None and cast.target.param else None
+    if found is None or not name.startswith("_") or ctx.source.count(f"{name}(") - 1 != len(calls):
+        return None
+    call, keyword = found
+    kept = [ctx.code(a) for a in call.args] + [ctx.code(k) for k in call.keywords if k is not keyword]
+    return FixPlan("safe", f"drop `dtype=` from `{name}`'s move (every call here hands it integer positions, "
+                           f"so it only ever truncated the table)",
+                   (Replace(call, f"{ctx.code(call.func)}({', '.join(kept)})"),))
 
 
 def _other_arguments(ctx: RuleContext, cast) -> list[str]:  # type: ignore[no-untyped-def]
