@@ -1335,3 +1335,22 @@ def test_a_private_helper_moving_tables_with_the_positions_dtype_keyword():
     assert "return table.unsqueeze(1).to(device=positions.device)\n" in fixed and _found(fixed) == {}
     shared = source + "\n\n        def like_query(t, q):\n            return _expand(t, q)\n"
     assert _found(shared) == {(11, "RPL001"): None}
+
+
+def test_rope_mixed_coordinates_named_t_x_are_positions():
+    """RoPE-Mixed's `compute_mixed_cis(freqs, t_x, t_y)`: `t_x` is the x coordinate, not an activation, so
+    both matmul phases are RPL003 (before, only the `t_y` one was, and the fix left the `t_x` matmul in place)."""
+    source = '''\
+        import torch
+
+
+        def compute_mixed_cis(freqs, t_x, t_y, num_heads):
+            n, depth = t_x.shape[0], freqs.shape[1]
+            freqs_x = (t_x.unsqueeze(-1) @ freqs[0].unsqueeze(-2)).view(depth, n, num_heads, -1)
+            freqs_y = (t_y.unsqueeze(-1) @ freqs[1].unsqueeze(-2)).view(depth, n, num_heads, -1)
+            angles = (freqs_x + freqs_y).float()
+            return torch.polar(torch.ones_like(angles), angles)
+        '''
+    assert _found(source) == {(6, "RPL003"): "safe", (7, "RPL003"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert " @ " not in fixed and _found(fixed) == {}

@@ -72,7 +72,7 @@ MASK_NAMES = re.compile(r"^(attention_mask|attn_mask|padding_mask|key_padding_ma
 POSITION_NAMES = re.compile(r"^(positions?|pos|pos_ids|position_ids|seq_pos|pos_idx|position_index|timestamps)$")
 INT_POSITION_PARAMS = re.compile(r"^(position_ids|pos_ids|cache_position|input_pos)$")
 ACTIVATION_PARAMS = re.compile(
-    r"^(x|hidden_states?|hidden|q|k|v|query|key|value|xq|xk|query_states|key_states|inputs?|tensor|qk|t_x|like)$"
+    r"^(x|hidden_states?|hidden|q|k|v|query|key|value|xq|xk|query_states|key_states|inputs?|tensor|qk|like)$"
 )
 SCALAR_PARAMS = re.compile(
     r"(seq_len|seqlen|max_seq|max_position|^end$|(^|_)dim$|head_dim|channels|^base$|theta|^n_elem$|length|factor|scale)"
