@@ -1354,3 +1354,49 @@ def test_rope_mixed_coordinates_named_t_x_are_positions():
     assert _found(source) == {(6, "RPL003"): "safe", (7, "RPL003"): "safe"}
     fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert " @ " not in fixed and _found(fixed) == {}
+
+
+def test_tables_cast_to_the_dtype_of_the_coordinates_their_phase_was_made_from():
+    """PTv3-style voxel rope: `dtype = grid_coord.dtype` ... `cos.to(dtype)`, where the phase takes its positions
+    from `grid_coord[:, axis, None].float()`: coordinates the function had to make float, so integer voxel
+    indices (RPL001, safe). A sinusoidal timestep embedding cast back to its (float) timestep's dtype is no
+    rotary and stays clean."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class VoxelRoPE3D(nn.Module):
+            def __init__(self, head_dim=48, theta=100.0):
+                super().__init__()
+                self.axis_dim, self.theta = head_dim // 3, theta
+
+            def forward(self, feat, grid_coord):
+                dtype = grid_coord.dtype
+                idx = torch.arange(0, self.axis_dim, 2, dtype=torch.float32)
+                inv_freq = self.theta ** (-idx / self.axis_dim)
+                parts = []
+                for axis in range(3):
+                    parts.append(grid_coord[:, axis, None].float() * inv_freq[None, :])
+                phase = torch.cat(parts, dim=-1)
+                return phase.cos().to(dtype), phase.sin().to(dtype)
+        '''
+    assert _found(source) == {(18, "RPL001"): "safe"}
+    timestep = '''\
+        import math
+        import torch
+        from torch import nn
+
+
+        class FourierFeatures(nn.Module):
+            def __init__(self, dim=256):
+                super().__init__()
+                self.dim = dim
+
+            def forward(self, timestep):
+                timestep = timestep.unsqueeze(-1)
+                freqs = torch.exp(torch.linspace(0.0, 1.0, self.dim // 2, dtype=torch.float32) * math.log(10000.0))
+                args = timestep.float() * freqs
+                return torch.cat([torch.cos(args), torch.sin(args)], dim=-1).to(timestep.dtype)
+        '''
+    assert _found(timestep) == {}

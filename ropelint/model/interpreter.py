@@ -1251,6 +1251,8 @@ class Interpreter:
                 kinds.append("new")
             elif isinstance(el, ast.Slice) or (isinstance(el, ast.Constant) and el.value is Ellipsis):
                 kinds.append("keep")
+            elif isinstance(el, (ast.Constant, ast.Name)):
+                kinds.append("drop")  # ``coords[:, axis, None]``: one axis picked out, the later ones stay in order
             else:
                 kinds.append("index")
         if "new" in kinds and "index" not in kinds:
@@ -2216,7 +2218,8 @@ class Interpreter:
             freq, positions = a, b
         elif form == "elementwise" and _is_freq(b) and _outer_operand(a, b):
             freq, positions = b, a
-        if freq is None or positions is None or "timestep" in frame.scope.symbol.lower():
+        if freq is None or positions is None or "timestep" in frame.scope.symbol.lower() \
+                or "timestep" in (positions.param or ""):
             # A diffusion model's sinusoidal timestep embedding has a phase's arithmetic but rotates nothing.
             return None
         guard = frame.guards[-1] if frame.guards else None

@@ -24,7 +24,7 @@ class IntegerTableCast(Rule):
         for cast in ctx.model.casts:
             if not (cast.receiver.has(Role.TABLE) or cast.receiver.has(Role.PHASE)):
                 continue
-            maybe = cast.target.dtype is not Dt.INT and positions_dtype(cast)
+            maybe = cast.target.dtype is not Dt.INT and (positions_dtype(cast) or _phase_source_dtype(ctx, cast))
             fallback = _integer_fallback(ctx, cast)
             if cast.target.dtype is not Dt.INT and not maybe and fallback is None:
                 continue
@@ -216,6 +216,19 @@ def _tensor_target(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[n
     if cast.method not in ("to", "type_as") or expr is None or not node.args or node.args[0] is not expr:
         return None
     return expr if spelled_as_tensor(ctx, expr) else None
+
+
+def _phase_source_dtype(ctx: RuleContext, cast) -> bool:  # type: ignore[no-untyped-def]
+    """``cos.to(grid_coord.dtype)`` where ``grid_coord`` is the parameter this function's own phase takes its
+    positions from (``grid_coord[:, a, None].float() * inv_freq``): whatever the name, positions that the
+    function had to convert to float for the phase, so not a floating dtype the tables belong in."""
+    target = cast.target
+    name = target.param
+    if not (target.has(Role.DTYPE) and target.dtype in (Dt.RUNTIME, Dt.UNKNOWN)) or name is None \
+            or name not in cast.scope.params or ACTIVATION_PARAMS.match(name):
+        return False
+    return any(p.scope.symbol == cast.scope.symbol and p.positions.param == name and p.positions.dtype is Dt.FULL
+               for p in ctx.model.products)
 
 
 def positions_dtype(cast) -> bool:  # type: ignore[no-untyped-def]
