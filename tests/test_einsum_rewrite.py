@@ -175,3 +175,49 @@ def tables(seq_len, dim=64, base=10000.0):
     assert contraction != source
     [found] = check_text("r.py", contraction, frozenset(BY_CODE)).diagnostics
     assert found.code == "RPL003" and found.fix is None
+
+
+LINEAR_SOURCE = '''import torch
+import torch.nn.functional as F
+
+
+class TimeFreqRotary(torch.nn.Module):
+    def __init__(self, dim=64):
+        super().__init__()
+        self.dim = dim
+
+    def frequency_matrix(self, device):
+        inv = 1.0 / (10000.0 ** (torch.arange(0, self.dim // 2, 2, dtype=torch.float32, device=device) / self.dim))
+        mat = torch.zeros(self.dim // 2, 2, device=device)
+        mat[: inv.shape[0], 0] = inv
+        mat[inv.shape[0]:, 1] = inv
+        return mat
+
+    def forward(self, pos):
+        return F.linear(pos.float(), {weight})
+'''
+
+
+@pytest.mark.parametrize("weight", ["self.frequency_matrix(pos.device)", "self.frequency_matrix(pos.device).t().T"])
+def test_a_linear_phase_over_a_few_coordinates_is_summed_term_by_term(weight: str):
+    """`F.linear(coords, freq_matrix)` contracts the coordinate axis: the fix sums one elementwise float32 product
+    per coordinate (safe), the matrix computed once (a lambda argument). It equals the float64 `F.linear`, stays
+    float32 under CPU bf16 autocast (the original does not), and exports."""
+    source = LINEAR_SOURCE.format(weight=weight)
+    outcome = fix_text("rotary.py", source, frozenset(BY_CODE), unsafe=False)
+    assert "F.linear" not in outcome.fixed and "(lambda a, w: sum(a[..., k, None] * w[:, k]" in outcome.fixed
+    namespace: dict = {}
+    exec(compile(outcome.fixed, "<fixed>", "exec"), namespace)  # noqa: S102 - the test's own source
+    original: dict = {}
+    exec(compile(source, "<original>", "exec"), original)  # noqa: S102
+    fixed, before = namespace["TimeFreqRotary"](), original["TimeFreqRotary"]()
+    pos = torch.stack([torch.arange(0, 60000, 7), torch.arange(0, 60000, 7) % 128], dim=-1)
+    expected = torch.nn.functional.linear(pos.double(), before.frequency_matrix(pos.device).double())
+    got = fixed(pos)
+    assert got.dtype == torch.float32 and got.shape == expected.shape
+    torch.testing.assert_close(got.double(), expected, rtol=2e-6, atol=1e-3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert fixed(pos).dtype == torch.float32 and before(pos).dtype == torch.bfloat16
+    exported = torch.export.export(fixed, (pos,))
+    torch.testing.assert_close(exported.module()(pos), got, rtol=0, atol=0)
+    assert fix_text("rotary.py", outcome.fixed, frozenset(BY_CODE), unsafe=False).fixed == outcome.fixed

@@ -1400,3 +1400,30 @@ def test_tables_cast_to_the_dtype_of_the_coordinates_their_phase_was_made_from()
                 return torch.cat([torch.cos(args), torch.sin(args)], dim=-1).to(timestep.dtype)
         '''
     assert _found(timestep) == {}
+
+
+def test_names_ending_in_positions_are_positions_and_counts_are_not():
+    """NaViT: `freqs = patch_positions.new_zeros(...)` then phases written into it: an int64 buffer (RPL001,
+    safe). `max_positions` and `num_positions` stay sizes."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class PackedVisionRotary(nn.Module):
+            def __init__(self, head_dim=64, theta=10000.0, max_positions=512):
+                super().__init__()
+                self.head_dim, self.theta, self.max_positions = head_dim, theta, max_positions
+
+            def forward(self, patch_positions):
+                n = self.head_dim // 4
+                inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.head_dim // 2, 2, dtype=torch.float) / (self.head_dim // 2)))
+                freqs = patch_positions.new_zeros(patch_positions.shape[0], self.head_dim // 2)
+                freqs[:, :n] = patch_positions[:, 0:1].float() * inv_freq
+                freqs[:, n:] = patch_positions[:, 1:2].float() * inv_freq
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos(), emb.sin()
+        '''
+    assert _found(source) == {(13, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "self.head_dim // 2, dtype=torch.float32)" in fixed and _found(fixed) == {}

@@ -56,7 +56,7 @@ from .values import (
 
 POSITION_PARAMS = re.compile(
     r"^(position_ids|positions?|pos|pos_ids|position|cache_position|seq_pos|t|seq|timesteps?|offsets?"
-    r"|(\w+_)?grid|(\w+_)?coords)$"
+    r"|(\w+_)?grid|(\w+_)?coords|(?!num_|max_|n_|total_)[a-z]+_positions)$"
 )
 # Buffer and parameter names such as ``freq_basis``, ``freqs_base_t``: frequencies (not ``freqs_cis``).
 FREQ_NAMES = re.compile(r"^_?freqs?_(?!cis|cos$|sin$)[a-z0-9]+$")
@@ -69,7 +69,8 @@ INT_BY_NAME = re.compile(r"^((\w+_)?(ids|index|indices)|idx|tokens|input_idx|tok
 MASK_NAMES = re.compile(r"^(attention_mask|attn_mask|padding_mask|key_padding_mask|mask)$")
 # Names that only ever mean positions, whatever built them (``t``, ``seq`` or ``offsets`` also name activations
 # and lengths): int64 ids from most callers when nothing else is known.
-POSITION_NAMES = re.compile(r"^(positions?|pos|pos_ids|position_ids|seq_pos|pos_idx|position_index|timestamps)$")
+POSITION_NAMES = re.compile(r"^(positions?|pos|pos_ids|position_ids|seq_pos|pos_idx|position_index|timestamps"
+                            r"|(?!num_|max_|n_|total_)[a-z]+_positions)$")  # ``patch_positions``, not a count
 INT_POSITION_PARAMS = re.compile(r"^(position_ids|pos_ids|cache_position|input_pos)$")
 ACTIVATION_PARAMS = re.compile(
     r"^(x|hidden_states?|hidden|q|k|v|query|key|value|xq|xk|query_states|key_states|inputs?|tensor|qk|like)$"

@@ -121,19 +121,21 @@ def looped_sum_code(ctx: RuleContext, product: Product) -> str | None:
     letter = summed[0]
     k = next(name for name in ("k", "i", "j", "idx", "rope_k") if name not in _names_in(product.node))
     pieces, size = [], ""
-    for term, letters, operand, val in zip(terms, bare, product.operands, product.operand_vals):
+    # An operand that is computed (``self.freq_matrix(device)``) goes in once, as an argument of a lambda.
+    wrapped = any(_computed(o) for o in product.operands)
+    for name, term, letters, operand, val in zip("ab", terms, bare, product.operands, product.operand_vals):
         ellipsis = term.startswith("...")
         at = letters.index(letter)
         select = [k if c == letter else ":" for c in letters]
         while select and select[-1] == ":":
             select.pop()
-        code = f"{_float32(ctx, operand, val)}[{', '.join(['...'] * ellipsis + select)}]"
+        code = f"{name if wrapped else _float32(ctx, operand, val)}[{', '.join(['...'] * ellipsis + select)}]"
         shaped = operand
         while isinstance(shaped, ast.Call) and isinstance(shaped.func, ast.Attribute) \
                 and shaped.func.attr in _SHAPE_KEEPING:  # ``coords.float()``: the shape of ``coords``
             shaped = shaped.func.value
-        shaped_code = ctx.code(shaped)
-        if not isinstance(shaped, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+        shaped_code = name if wrapped else ctx.code(shaped)
+        if not isinstance(shaped, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and not wrapped:
             shaped_code = f"({shaped_code})"
         size = size or f"{shaped_code}.shape[{at - len(letters) if ellipsis else at}]"
         rest = letters.replace(letter, "")
@@ -146,7 +148,38 @@ def looped_sum_code(ctx: RuleContext, product: Product) -> str | None:
         if "None" in index:
             code = f"{code}[{', '.join(['...'] * ellipsis + index)}]"
         pieces.append(code)
-    return f"sum({pieces[0]} * {pieces[1]} for {k} in range({size}))"
+    summed_code = f"sum({pieces[0]} * {pieces[1]} for {k} in range({size}))"
+    if wrapped:
+        operands = ", ".join(_float32(ctx, o, v) for o, v in zip(product.operands, product.operand_vals))
+        return f"(lambda a, b: {summed_code})({operands})"
+    return summed_code
+
+
+def _linear_looped(ctx: RuleContext, product: Product) -> str | None:
+    """``F.linear(coords, freq_matrix)`` (``coords @ freq_matrix.T``, no bias) summed term by term over the input
+    features: ``sum(coords.float()[..., k, None] * freq_matrix.float()[:, k] for k in range(coords.shape[-1]))``.
+    Each term is an elementwise float32 product shaped like the phase, so memory stays that of the phase."""
+    if _shadows_sum(product) or len(product.operands) != 2:
+        return None
+    k = next(name for name in ("k", "i", "j", "idx", "rope_k") if name not in _names_in(product.node))
+    (left, right), (lval, rval) = product.operands, product.operand_vals
+    shaped = left
+    while isinstance(shaped, ast.Call) and isinstance(shaped.func, ast.Attribute) and shaped.func.attr in _SHAPE_KEEPING:
+        shaped = shaped.func.value
+    size = ctx.code(shaped) if isinstance(shaped, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) \
+        else f"({ctx.code(shaped)})"
+    a, w = _float32(ctx, left, lval), _float32(ctx, right, rval)
+    if any(_computed(o) for o in (left, right)):
+        # ``self.frequency_matrix(pos.device)``: evaluated once, not once per term.
+        return (f"(lambda a, w: sum(a[..., {k}, None] * w[:, {k}] for {k} in range(a.shape[-1])))({a}, {w})")
+    return f"sum({a}[..., {k}, None] * {w}[:, {k}] for {k} in range({size}.shape[-1]))"
+
+
+def _computed(node: ast.AST) -> bool:
+    """A call other than a dtype or layout change of a name or attribute (``w.float()`` is cheap to repeat,
+    ``self.frequency_matrix(device)`` is not)."""
+    return any(isinstance(n, ast.Call) and not (isinstance(n.func, ast.Attribute) and n.func.attr in _SHAPE_KEEPING)
+               for n in ast.walk(node))
 
 
 def _names_in(node: ast.AST) -> set[str]:
@@ -323,6 +356,10 @@ def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
         code = f"({left}[..., :, None, :] * {right}).sum(dim=-1)"
         if lval.last_is_one or rval.last_is_one:  # a sum over one element: the outer product, exactly
             return FixPlan("safe", "form the phase as an elementwise float32 product", (Replace(product.node, code),))
+        looped = _linear_looped(ctx, product)
+        if looped is not None:
+            return FixPlan("safe", "form the phase as a float32 sum of elementwise products, one term per input "
+                                   "feature", (Replace(product.node, looped),))
         return FixPlan("unsafe", "form the phase as a float32 broadcast product summed over the shared axis (it "
                                  "materialises the product before the sum)", (Replace(product.node, code),))
     shapes_proven = lval is not None and lval.last_is_one \
