@@ -1427,3 +1427,35 @@ def test_names_ending_in_positions_are_positions_and_counts_are_not():
     assert _found(source) == {(13, "RPL001"): "safe"}
     fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "self.head_dim // 2, dtype=torch.float32)" in fixed and _found(fixed) == {}
+
+
+def test_periods_are_reciprocal_frequencies_rounded_with_the_module():
+    """DINOv3's `RopePositionEmbedding`: a persistent `periods` buffer and `angles = 2 * pi * coords / periods`:
+    the buffer is the frequencies' reciprocal, rounded by `module.bfloat16()` (RPL002, safe keep fix), and the
+    coordinates built in its dtype are RPL005."""
+    source = '''\
+        import math
+        import torch
+        from torch import nn
+
+
+        class RopePositionEmbedding(nn.Module):
+            def __init__(self, embed_dim=768, num_heads=12, base=100.0):
+                super().__init__()
+                d_head = embed_dim // num_heads
+                periods = base ** (2 * torch.arange(d_head // 4, dtype=torch.float32) / (d_head // 2))
+                self.register_buffer("periods", periods, persistent=True)
+
+            def forward(self, H, W):
+                dd = {"device": self.periods.device, "dtype": self.periods.dtype}
+                coords_h = torch.arange(0.5, H, **dd) / H
+                coords_w = torch.arange(0.5, W, **dd) / W
+                coords = torch.stack(torch.meshgrid(coords_h, coords_w, indexing="ij"), dim=-1).flatten(0, 1)
+                angles = 2 * math.pi * coords[:, :, None] / self.periods[None, None, :]
+                angles = angles.flatten(1, 2).tile(2)
+                return torch.sin(angles), torch.cos(angles)
+        '''
+    found = _found(source)
+    assert found[(18, "RPL002")] == "safe" and found[(15, "RPL005")] == "safe"
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert '("periods",)' in fixed and _found(fixed) == {}

@@ -639,7 +639,7 @@ class Interpreter:
     def _named(self, name: str) -> Val:
         """What a name says when nothing else is known."""
         low = name.lower()
-        if "inv_freq" in low or low in ("freqs", "inv_freqs", "freq", "frequencies", "theta", "bands"):
+        if "inv_freq" in low or low in ("freqs", "inv_freqs", "freq", "frequencies", "theta", "bands", "periods"):
             return Val(frozenset({Role.INV_FREQ}))
         if TABLE_NAMES.match(low):
             return Val(frozenset({Role.TABLE}))
