@@ -1460,3 +1460,44 @@ def test_periods_are_reciprocal_frequencies_rounded_with_the_module():
     fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     # The construction is copied into a builder forward calls: the same values, recomputed in float32.
     assert "self._build_periods(*self._periods_args" in fixed and _found(fixed) == {}
+
+
+def test_a_phase_cast_in_dtype_branches_keeps_a_float32_copy_for_cos_sin():
+    """`if x.dtype == torch.float16: angles = angles.half()` / `elif ... bfloat16` before `angles.cos()`: the cast
+    is chosen per branch, so the fix keeps the angle from before the branches (`angles_f32 = angles`) and casts
+    the tables to whatever dtype the branches chose (safe). Without a branch it is the usual RPL007 fix."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class EmbedND(nn.Module):
+            def __init__(self, dim=64, theta=10000.0):
+                super().__init__()
+                self.dim, self.theta = dim, theta
+
+            def forward(self, x, ids):
+                inv = 1.0 / (self.theta ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                angles = ids.float()[..., None] * inv
+                if x.dtype == torch.float16:
+                    angles = angles.half()
+                elif x.dtype == torch.bfloat16:
+                    angles = angles.bfloat16()
+                cos, sin = angles.cos(), angles.sin()
+                return cos, sin
+        '''
+    assert _found(source) == {(14, "RPL007"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "angles_f32 = angles  # ropelint" in fixed
+    assert "cos, sin = angles_f32.cos().to(angles.dtype), angles_f32.sin().to(angles.dtype)" in fixed
+    assert _found(fixed) == {}
+    namespace: dict = {}
+    torch = pytest.importorskip("torch")
+    exec(compile(fixed, "<fixed>", "exec"), namespace)  # noqa: S102 - the test's own source
+    rope = namespace["EmbedND"]()
+    ids = torch.tensor([1000, 8190, 30000])
+    cos, _ = rope(torch.zeros(1, dtype=torch.bfloat16), ids)
+    inv = 1.0 / (10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+    expected = (ids.double()[..., None] * inv).cos()
+    assert cos.dtype == torch.bfloat16
+    torch.testing.assert_close(cos.double(), expected, rtol=0, atol=5e-3)  # bf16 rounding of a cos only

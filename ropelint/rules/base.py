@@ -76,6 +76,17 @@ def assigned_name(ctx: RuleContext, node: ast.AST, *, whole: bool = True) -> tup
     return None
 
 
+def alone_in_block(fn: ast.AST | None, stmt: ast.stmt) -> bool:
+    """``stmt`` is the only statement of a block in ``fn`` (an ``if`` branch, a loop body): deleting its
+    lines would leave the block empty."""
+    for node in ast.walk(fn) if fn is not None else ():
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(node, name, None)
+            if isinstance(block, list) and len(block) == 1 and block[0] is stmt:
+                return True
+    return False
+
+
 def only_read_by(ctx: RuleContext, node: ast.AST, fn: ast.AST | None, allowed: set[int]) -> bool:
     """``name = <node>``, and every later read of ``name`` in ``fn`` is one of the ``allowed`` Name nodes (by id)."""
     found = assigned_name(ctx, node)

@@ -14,7 +14,7 @@ from ..model.interpreter import (
 )
 from ..model.names import dotted
 from ..model.values import Dt, Role
-from .base import Rule, RuleContext, append_keyword, atom_code, cast_receiver, spelled_as_tensor
+from .base import Rule, RuleContext, alone_in_block, append_keyword, atom_code, cast_receiver, spelled_as_tensor
 
 
 class IntegerTableCast(Rule):
@@ -152,8 +152,9 @@ class IntegerTableCast(Rule):
         owner = ctx.model.statement_of.get(id(cast.node))
         if isinstance(owner, ast.Assign) and owner.value is cast.node and isinstance(receiver, ast.Name) \
                 and [ctx.code(t) for t in owner.targets] == [receiver.id]:
-            # ``cos = cos.to(dtype)`` would become ``cos = cos``: the line goes.
-            return FixPlan("safe", "keep the table in float32 (drop the integer cast)", (DeleteLines(owner),))
+            # ``cos = cos.to(dtype)`` would become ``cos = cos``: the line goes (``pass`` if it is all its block has).
+            edit = Replace(owner, "pass") if alone_in_block(cast.scope.node, owner) else DeleteLines(owner)
+            return FixPlan("safe", "keep the table in float32 (drop the integer cast)", (edit,))
         if cast.scope.node is not None and _FLOAT64.search(ctx.spans.text(cast.scope.node)):
             # Tables computed in float64 (Flux's ``rope``) would come back float64 without the cast: float32 is
             # what float positions gave before.

@@ -4,12 +4,21 @@ import ast
 import re
 from collections import defaultdict
 
-from ..diagnostics import DeleteLines, FixPlan, NodeEdit, Replace
+from ..diagnostics import DeleteLines, FixPlan, InsertBeforeStatement, NodeEdit, Replace
 from ..model.events import Cast, Trig, TrigInHelper
 from ..model.interpreter import ACTIVATION_PARAMS, call_params, is_cast_call, is_trig_call, same_file_callable
 from ..model.names import dotted
 from ..model.values import Dt, Role
-from .base import Rule, RuleContext, assigned_name, later_loads, only_read_by, shape_only_reads
+from .base import (
+    Rule,
+    RuleContext,
+    alone_in_block,
+    assigned_name,
+    cast_receiver,
+    later_loads,
+    only_read_by,
+    shape_only_reads,
+)
 from .rpl001 import positions_dtype
 
 
@@ -44,8 +53,13 @@ class TrigAfterDowncast(Rule):
         split = self._split(ctx, cast)
         if split is not None and any(t.scope.symbol != cast.scope.symbol for t in trigs):
             return _returned_fix(ctx, cast, trigs)
+        owner = ctx.model.statement_of.get(id(cast.node))
         if split is None:
             return None
+        if owner is not None and alone_in_block(cast.scope.node, owner):
+            # ``if x.dtype == torch.float16: angles = angles.half()`` (``elif ...: .bfloat16()``): a cast chosen per
+            # branch, which one cast of the tables cannot stand for.
+            return _branch_cast_fix(ctx, cast, owner, trigs)
         receiver_code, tail = split
         edits: list[NodeEdit] = []
         chained = all(isinstance(t.node.func, ast.Attribute) and t.node.func.value is cast.node for t in trigs)
@@ -168,6 +182,52 @@ def _returned_fix(ctx: RuleContext, cast: Cast, trigs: list[Trig]) -> FixPlan | 
             edits.append(Replace(t.node, f"{ctx.code(t.node)}{tail}"))
     return FixPlan("safe", f"return the float32 phase from `{helper.name}` and cast the tables its caller takes "
                            f"instead", tuple(edits))
+
+
+def _branch_cast_fix(ctx: RuleContext, cast: Cast, owner: ast.stmt, trigs: list[Trig]) -> FixPlan | None:
+    """``angles = angles.half()`` alone in a branch (a dtype dispatch): keep the angle as it was before the
+    branches in a new name and take cos/sin of that, cast to the dtype the branches chose
+    (``angles_f32.cos().to(angles.dtype)``). Other readers of ``angles`` see what they saw before."""
+    fn = cast.scope.node
+    found = assigned_name(ctx, cast.node)
+    receiver = cast_receiver(cast.node)
+    if fn is None or found is None or not isinstance(receiver, ast.Name) or receiver.id != found[1]:
+        return None
+    name = found[1]
+    angles = [_angle(t.node) for t in trigs]
+    if not all(isinstance(a, ast.Name) and a.id == name for a in angles) or any(_is_complex(t.node) for t in trigs):
+        return None
+    first = min((ctx.model.statement_of.get(id(t.node)) for t in trigs), key=lambda st: st.lineno if st else 0)
+    chain = _enclosing_statement(fn, owner, first)
+    if chain is None:
+        return None
+    fresh = next(f"{name}{suffix}" for suffix in ("_f32", "_float32", "_full") if f"{name}{suffix}" not in _names(fn))
+    edits: list[NodeEdit] = [InsertBeforeStatement(chain, f"{fresh} = {name}  # ropelint: the angle before the "
+                                                          f"branches below round it, for cos/sin")]
+    for t, a in zip(trigs, angles):
+        code = ctx.code(t.node)
+        start = a.col_offset - t.node.col_offset if a.lineno == t.node.lineno else None  # type: ignore[union-attr]
+        if start is None or code[start:start + len(name)] != name:
+            return None
+        edits.append(Replace(t.node, f"{code[:start]}{fresh}{code[start + len(name):]}.to({name}.dtype)"))
+    return FixPlan("safe", f"take cos/sin of `{name}` as it was before the dtype branches, then cast the tables to the "
+                           f"dtype they chose", tuple(edits))
+
+
+def _enclosing_statement(fn: ast.AST, inner: ast.stmt, later: ast.stmt | None) -> ast.stmt | None:
+    """The statement of the block that holds ``later`` which contains ``inner`` and comes before ``later``."""
+    for node in ast.walk(fn):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(node, field, None)
+            if isinstance(block, list) and later in block:
+                for stmt in block[:block.index(later)]:
+                    if any(n is inner for n in ast.walk(stmt)):
+                        return stmt
+    return None
+
+
+def _names(fn: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
 
 
 def _sliced_in_place(fn: ast.AST) -> set[int]:
