@@ -225,7 +225,7 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
                 or any(call in text for call in kept_functions) or _interesting(text, head, stop - start, method=True):
             kept.append((start, stop))
             any_method = any_method or name.group(1) not in _KEEP_METHODS
-            if _takes_dtype(text):
+            if _takes_dtype(text) or _returns_cast_tables(text):
                 dtype_takers.append(f"self.{name.group(1)}(")
         else:
             skipped.append((start, stop, text))
@@ -320,6 +320,15 @@ def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[s
             if call.group(1) in held:
                 found += [held[call.group(1)], call.group(0)]
     return found
+
+
+_RETURNED_CAST = re.compile(r"return\b[^\n]*\b(?:cos|sin)\w*(?:\(\))?\.(?:to|type_as|type)\(")
+
+
+def _returns_cast_tables(method: str) -> bool:
+    """``return cos.to(dtype), sin.to(dtype)``: the callers in the class receive the tables, and a fix that
+    changes their dtype casts them there."""
+    return _RETURNED_CAST.search(method) is not None
 
 
 def _takes_dtype(method: str) -> bool:

@@ -1501,3 +1501,54 @@ def test_a_phase_cast_in_dtype_branches_keeps_a_float32_copy_for_cos_sin():
     expected = (ids.double()[..., None] * inv).cos()
     assert cos.dtype == torch.bfloat16
     torch.testing.assert_close(cos.double(), expected, rtol=0, atol=5e-3)  # bf16 rounding of a cos only
+
+
+def test_tables_without_an_activation_in_reach_are_cast_where_the_attention_receives_them():
+    """`rotary(position_ids, cache_position)` returns `cos.to(dtype)` with `dtype = cache_position.dtype` (int64)
+    and has no activation to take a dtype from. Dropping the cast alone would hand `forward` float32 tables,
+    and `q * cos` would make 16-bit queries float32 (then a dtype error in the attention). The fix drops the
+    cast there and casts the tables where `forward` receives them, to `q.dtype` (safe)."""
+    source = '''\
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+
+        class StaticCacheAttention(nn.Module):
+            def __init__(self, hidden=64, heads=2, theta=10000.0):
+                super().__init__()
+                self.head_dim, self.theta = hidden // heads, theta
+                self.q_proj = nn.Linear(hidden, hidden)
+                self.k_proj = nn.Linear(hidden, hidden)
+                self.v_proj = nn.Linear(hidden, hidden)
+
+            def rotary(self, position_ids, cache_position):
+                device, dtype = cache_position.device, cache_position.dtype
+                inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.head_dim, 2, device=device).float() / self.head_dim))
+                freqs = position_ids.float()[:, :, None] * inv_freq[None, None, :]
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos().to(dtype), emb.sin().to(dtype)
+
+            def forward(self, hidden_states, cache_position):
+                b, n, _ = hidden_states.shape
+                q = self.q_proj(hidden_states).view(b, n, -1, self.head_dim).transpose(1, 2)
+                k = self.k_proj(hidden_states).view(b, n, -1, self.head_dim).transpose(1, 2)
+                v = self.v_proj(hidden_states).view(b, n, -1, self.head_dim).transpose(1, 2)
+                cos, sin = self.rotary(cache_position[None], cache_position)
+                q = q * cos[:, None] + torch.cat((-q[..., 16:], q[..., :16]), dim=-1) * sin[:, None]
+                k = k * cos[:, None] + torch.cat((-k[..., 16:], k[..., :16]), dim=-1) * sin[:, None]
+                return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, -1)
+        '''
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "return emb.cos(), emb.sin()" in fixed
+    assert "cos, sin = tuple(t.to(q.dtype) for t in self.rotary(cache_position[None], cache_position))" in fixed
+    assert _found(fixed) == {}
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(fixed, "<fixed>", "exec"), namespace)  # noqa: S102 - the test's own source
+    attention = namespace["StaticCacheAttention"]().bfloat16()
+    out = attention(torch.randn(1, 5, 64, dtype=torch.bfloat16), torch.arange(1000, 1005))
+    assert out.dtype == torch.bfloat16  # the 16-bit module still runs (float32 tables would fail in the attention)
+    # With the method called a second time from code the file does not show, it falls back to dropping the cast.
+    public = source.replace("                return F.scaled_dot_product_attention", "                self.rotary(cache_position[None], cache_position)\n                return F.scaled_dot_product_attention")
+    assert "tuple(t.to(q.dtype)" not in fix_text("rotary.py", textwrap.dedent(public), ALL, unsafe=False).fixed

@@ -59,7 +59,7 @@ POSITION_PARAMS = re.compile(
     r"|(\w+_)?grid|(\w+_)?coords|(?!num_|max_|n_|total_)[a-z]+_positions)$"
 )
 # Buffer and parameter names such as ``freq_basis``, ``freqs_base_t``: frequencies (not ``freqs_cis``).
-FREQ_NAMES = re.compile(r"^_?freqs?_(?!cis|cos$|sin$)[a-z0-9]+$")
+FREQ_NAMES = re.compile(r"^(?:_?freqs?_(?!cis|cos$|sin$)[a-z0-9]+|omegas?)$")  # ``omega``: angular frequencies
 # llama2.c's ``freqs_cos``/``freqs_sin``, ``cos_cached``, ``sin_table``: cos/sin tables by name.
 TABLE_NAMES = re.compile(r"^_?(?:\w+_)?(?:cos|sin)(?:_(?:cached|cache|table|tables|emb))?$")
 # Index tensors, integer by convention; ``idx``/``tokens``: token indices handed around before the embedding

@@ -7,6 +7,9 @@ only reads the model and calls ``ctx.report``.
 from __future__ import annotations
 
 import ast
+import io
+import sys
+import tokenize
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar
 
@@ -180,3 +183,21 @@ def spelled_as_tensor(ctx: RuleContext, node: ast.AST | None) -> bool:
     if not isinstance(node, (ast.Name, ast.Attribute)):
         return False
     return "dtype" not in ctx.code(node) and not (qualname(node, ctx.imports) or "").startswith("torch.")
+
+
+def calls_in_text(source: str, name: str) -> int:
+    """Calls of ``name`` anywhere in the file's code, by any receiver (not in strings or comments);
+    the definition is not a call. A file that does not tokenize counts as having unseen calls."""
+    count = 0
+    previous: list[tokenize.TokenInfo] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+                continue
+            if token.string == "(" and len(previous) == 2 and previous[1].type == tokenize.NAME \
+                    and previous[1].string == name and previous[0].string != "def":
+                count += 1
+            previous = [*previous[-1:], token]
+    except (tokenize.TokenError, SyntaxError):
+        return sys.maxsize
+    return count

@@ -10,13 +10,10 @@ only what this file feeds to its phase, and the method keeps its contract.
 from __future__ import annotations
 
 import ast
-import io
-import sys
-import tokenize
 
 from ..diagnostics import FixPlan, NodeEdit, Replace
 from ..model.interpreter import call_params
-from .base import RuleContext, later_loads
+from .base import RuleContext, calls_in_text, later_loads
 from .construction import assigned_value
 
 
@@ -37,7 +34,7 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
     if param is None or ctx.model.dtype_params.get(symbol) != param:
         return None
     calls = list(_calls_of(ctx, cls_name, fn.name))
-    if not calls or _calls_in_text(ctx.source, fn.name) > len(calls):
+    if not calls or calls_in_text(ctx.source, fn.name) > len(calls):
         return None  # a call the analysis did not see (pruned, or through another receiver) would keep its dtype
     torch, imports = ctx.torch_name()
     edits: list[NodeEdit] = []
@@ -60,24 +57,6 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
         return FixPlan("safe", description, (*edits, *imports))
     return FixPlan("unsafe", f"{description} (a call's result is used beyond this file's own functions)",
                    (*edits, *imports))
-
-
-def _calls_in_text(source: str, name: str) -> int:
-    """Calls of ``name`` anywhere in the file's code, by any receiver (not in strings or comments);
-    the definition is not a call. A file that does not tokenize counts as having unseen calls."""
-    count = 0
-    previous: list[tokenize.TokenInfo] = []
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(source).readline):
-            if token.type in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
-                continue
-            if token.string == "(" and len(previous) == 2 and previous[1].type == tokenize.NAME \
-                    and previous[1].string == name and previous[0].string != "def":
-                count += 1
-            previous = [*previous[-1:], token]
-    except (tokenize.TokenError, SyntaxError):
-        return sys.maxsize
-    return count
 
 
 def _enclosing(ctx: RuleContext, node: ast.AST) -> tuple[str | None, ast.FunctionDef] | None:

@@ -13,6 +13,7 @@ from .base import (
     RuleContext,
     append_keyword,
     assigned_name,
+    calls_in_text,
     cast_receiver,
     is_atom,
     later_loads,
@@ -263,7 +264,7 @@ def _returned_to_a_widening_caller(ctx: RuleContext, site: ast.Call, scope: Scop
     (``f.float()``): its dtype goes no further than that caller."""
     fn = scope.node
     if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) or not fn.name.startswith("_") \
-            or ctx.source.count(f"{fn.name}(") != 2:  # its ``def`` and one call
+            or calls_in_text(ctx.source, fn.name) != 1:
         return False
     returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None]
     if len(returns) != 1 or not any(n is site for n in ast.walk(returns[0].value)):  # type: ignore[arg-type]

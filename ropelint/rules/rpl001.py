@@ -14,7 +14,8 @@ from ..model.interpreter import (
 )
 from ..model.names import dotted
 from ..model.values import Dt, Role
-from .base import Rule, RuleContext, alone_in_block, append_keyword, atom_code, cast_receiver, spelled_as_tensor
+from .boundary import cast_at_callers
+from .base import Rule, RuleContext, alone_in_block, append_keyword, calls_in_text, atom_code, cast_receiver, spelled_as_tensor
 
 
 class IntegerTableCast(Rule):
@@ -126,6 +127,11 @@ class IntegerTableCast(Rule):
         act = cast.scope.activation
         receiver = cast_receiver(cast.node) or cast.node
         tensor = _tensor_target(ctx, cast)
+        if act is None:
+            # No activation here to take the dtype from: the callers that rotate with the tables cast them.
+            at_callers = cast_at_callers(ctx, cast)
+            if at_callers is not None:
+                return at_callers
         if tensor is not None and cast.method == "to":
             # ``.to(positions)`` also moves the table to the positions' device: keep that part.
             # The table stays float32: a cast to the query dtype belongs at the attention boundary.
@@ -177,7 +183,7 @@ def _dtype_keyword_fix(ctx: RuleContext, cast) -> FixPlan | None:  # type: ignor
     calls = {id(c.node) for c in ctx.model.casts if c.method == cast.method
              and (dotted(c.node.func) or [""])[-1] == name}
     found = dtype_keyword(fn, cast.target.param) if fn is not None and cast.target.param else None
-    if found is None or not name.startswith("_") or ctx.source.count(f"{name}(") - 1 != len(calls):
+    if found is None or not name.startswith("_") or calls_in_text(ctx.source, name) != len(calls):
         return None
     call, keyword = found
     kept = [ctx.code(a) for a in call.args] + [ctx.code(k) for k in call.keywords if k is not keyword]

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import ast
-import re
 from collections import defaultdict
 
 from ..diagnostics import DeleteLines, FixPlan, InsertBeforeStatement, NodeEdit, Replace
@@ -14,6 +13,7 @@ from .base import (
     RuleContext,
     alone_in_block,
     assigned_name,
+    calls_in_text,
     cast_receiver,
     later_loads,
     only_read_by,
@@ -150,7 +150,7 @@ def _returned_fix(ctx: RuleContext, cast: Cast, trigs: list[Trig]) -> FixPlan | 
     helper, caller = cast.scope.node, trigs[0].scope.node
     if not isinstance(helper, (ast.FunctionDef, ast.AsyncFunctionDef)) or not helper.name.startswith("_") \
             or caller is None or len({t.scope.symbol for t in trigs}) != 1 \
-            or len(re.findall(rf"(?<![\w]){re.escape(helper.name)}\(", ctx.source)) != 2:  # its ``def`` and one call
+            or calls_in_text(ctx.source, helper.name) != 1:
         return None
     casts = [r.value for r in ast.walk(helper) if isinstance(r, ast.Return)]
     if not any(c is cast.node for c in casts) or not all(
