@@ -1156,12 +1156,11 @@ class Interpreter:
                 and any(isinstance(n, ast.Name) and n.id == node.body.id for n in ast.walk(node.test)):
             # ``val if exists(val) else d`` (lucidrains' ``default``): the argument, when one is given.
             return joined.evolve(param=body.param)
-        test = node.test
-        if isinstance(node.orelse, ast.Name) and orelse.param is not None and isinstance(test, ast.Compare) \
-                and isinstance(test.left, ast.Name) and test.left.id == node.orelse.id and len(test.ops) == 1 \
-                and isinstance(test.ops[0], ast.Is) and is_none(test.comparators[0]):
+        if _none_tested(node) is not None:
             # ``positions if like is None else like``: the argument, when one is given (its fallback otherwise).
-            return joined.evolve(param=orelse.param)
+            given = orelse if isinstance(node.test.ops[0], ast.Is) else body  # type: ignore[attr-defined]
+            if given.param is not None:
+                return joined.evolve(param=given.param)
         return joined
 
     def _eval_compare(self, node: ast.Compare, frame: Frame) -> Val:
@@ -1379,15 +1378,15 @@ class Interpreter:
                 frame.items.pop(receiver_node.id, None)
                 return UNKNOWN
             return self._method(node, method, receiver, pos, kw, frame)
-        held = [self._eval(a, frame) for a in (*pos, *kw.values())]
+        arguments = [self._eval(a, frame) for a in (*pos, *kw.values())]
         if isinstance(func, ast.Name) and func.id in ("int", "len", "round"):
             return Val(frozenset({Role.SCALAR}), literal=0)  # an int: adding it keeps an integer tensor integer
         if isinstance(func, ast.Name) and func.id[:1].isupper() and (pos or kw) and func.id not in self.model.classes:
             # ``RotaryTables(cos=emb.cos(), sin=emb.sin())``: a record of tables (a dataclass, a NamedTuple);
             # ``tables.to(position_ids)`` then casts what it holds.
-            if all(v.has(Role.TABLE) for v in held):
-                out = held[0]
-                for v in held[1:]:
+            if all(v.has(Role.TABLE) for v in arguments):
+                out = arguments[0]
+                for v in arguments[1:]:
                     out = join(out, v)
                 return Val(frozenset({Role.TABLE}), out.dtype, site=out.site)
         if isinstance(func, ast.Name) and func.id in ("float", "max", "min"):
