@@ -441,8 +441,8 @@ def test_string_keyed_containers_and_builder_arguments_name_their_values():
 
 def test_a_float32_default_dtype_is_float32_only_while_no_caller_overrides_it():
     """A private helper's `dtype=torch.float32` default holds when every call in the file leaves it (so
-    does a public builder named for inverse frequencies); another public function may be called from
-    anywhere with anything, and a call passing `x.dtype` overrides the default."""
+    does a public builder named for inverse frequencies or rotary tables); another public function may be
+    called from anywhere with anything, and a call passing `x.dtype` overrides the default."""
     source = textwrap.dedent('''\
         import torch
 
@@ -458,10 +458,11 @@ def test_a_float32_default_dtype_is_float32_only_while_no_caller_overrides_it():
     assert check_text("rotary.py", source, ALL).diagnostics == ()
     overridden = source.replace("_inv_freq_for(dim, base)", "_inv_freq_for(dim, base, dtype=x.dtype)")
     assert "RPL006" in {d.code for d in check_text("rotary.py", overridden, ALL).diagnostics}
-    public = source.replace("_inv_freq_for", "build_rope")
+    public = source.replace("_inv_freq_for", "make_powers")
     assert "RPL006" in {d.code for d in check_text("rotary.py", public, ALL).diagnostics}
-    # A public builder named for inverse frequencies returns them in `dtype` by contract.
+    # A public builder named for inverse frequencies or rotary tables returns them in `dtype` by contract.
     assert check_text("rotary.py", source.replace("_inv_freq_for", "inv_freq_for"), ALL).diagnostics == ()
+    assert check_text("rotary.py", source.replace("_inv_freq_for", "build_rope"), ALL).diagnostics == ()
 
 
 def test_a_phase_returned_in_a_dtype_parameter_takes_what_each_call_passes():

@@ -1552,3 +1552,85 @@ def test_tables_without_an_activation_in_reach_are_cast_where_the_attention_rece
     # With the method called a second time from code the file does not show, it falls back to dropping the cast.
     public = source.replace("                return F.scaled_dot_product_attention", "                self.rotary(cache_position[None], cache_position)\n                return F.scaled_dot_product_attention")
     assert "tuple(t.to(q.dtype)" not in fix_text("rotary.py", textwrap.dedent(public), ALL, unsafe=False).fixed
+
+
+def test_round_22_meta_init_buffers_and_dtype_plumbing():
+    """torchtitan-style `reset_parameters` filling an empty buffer with `self.freqs.copy_(torch.outer(t,
+    inv_freq))`: the buffer holds the phase (RPL009, safe keep fix). A cache rebuilt with `dtype=ref.dtype`
+    where callers pass position ids as `ref` is RPL001 at the call (no fix). An int64 positions buffer stays
+    integer, and a public `precompute_freqs_cis(..., dtype=torch.float32)` called with float32 is clean."""
+    meta = '''\
+        import torch
+        from torch import nn
+
+
+        class MetaRotary(nn.Module):
+            def __init__(self, dim=64, max_seq_len=4096, theta=10000.0):
+                super().__init__()
+                self.dim, self.max_seq_len, self.theta = dim, max_seq_len, theta
+                self.register_buffer("freqs", torch.empty(max_seq_len, dim // 2), persistent=False)
+
+            @torch.no_grad()
+            def reset_parameters(self):
+                inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                t = torch.arange(self.max_seq_len, dtype=torch.float32)
+                self.freqs.copy_(torch.outer(t, inv_freq))
+
+            def forward(self, seqlen):
+                freqs = self.freqs[:seqlen]
+                return freqs.cos(), freqs.sin()
+        '''
+    assert _found(meta) == {(15, "RPL009"): "safe"}
+    rebuild = '''\
+        import torch
+        from torch import nn
+
+
+        class CachedRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+                self._set_cache(2048, dtype=torch.float32)
+
+            def _set_cache(self, seq_len, dtype=torch.float32):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                emb = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv_freq)
+                self._cos, self._sin = emb.cos().to(dtype), emb.sin().to(dtype)
+
+            def _maybe_rebuild(self, ref):
+                if self._cos.dtype != ref.dtype:
+                    self._set_cache(self._cos.shape[0], dtype=ref.dtype)
+
+            def forward(self, x, position_ids):
+                self._maybe_rebuild(position_ids)
+                return self._cos[position_ids].to(x.dtype), self._sin[position_ids].to(x.dtype)
+        '''
+    # `_maybe_rebuild` reads only `ref.dtype`: the call passes the activation instead (safe); reading the ids'
+    # values too (`ref.max()`), it has no fix.
+    assert _found(rebuild) == {(21, "RPL001"): "safe"}
+    assert "self._maybe_rebuild(x)" in fix_text("rotary.py", textwrap.dedent(rebuild), ALL, unsafe=False).fixed
+    assert _found(rebuild.replace("if self._cos.dtype != ref.dtype:", "if self._cos.dtype != ref.dtype or ref.max() > 9:")) \
+        == {(21, "RPL001"): None}
+    assert _found(rebuild.replace("self._maybe_rebuild(position_ids)", "self._maybe_rebuild(x)")) == {}
+    public = '''\
+        import torch
+        from torch import nn
+
+
+        def precompute_freqs_cis(dim, positions, theta=10000.0, *, dtype=torch.float32):
+            freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, device=positions.device).to(dtype) / dim))
+            angles = positions.to(dtype)[:, None] * freqs[None, :]
+            return torch.polar(torch.ones_like(angles), angles)
+
+
+        class ComplexRotary(nn.Module):
+            def __init__(self, head_dim=64, max_seq_len=4096):
+                super().__init__()
+                self.head_dim = head_dim
+                self.register_buffer("positions", torch.empty(max_seq_len, dtype=torch.long), persistent=False)
+
+            def forward(self, start_pos, seqlen):
+                pos = self.positions[start_pos:start_pos + seqlen]
+                return precompute_freqs_cis(self.head_dim, pos, dtype=torch.float32)
+        '''
+    assert _found(public) == {}

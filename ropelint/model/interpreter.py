@@ -828,6 +828,17 @@ class Interpreter:
                                               frozenset(inner.freq_params))
             frame.env.pop(stmt.name, None)
 
+    def _filled_state(self, name: str, val: Val, node: ast.AST, frame: Frame) -> None:
+        """``self.freqs.copy_(torch.outer(t, inv_freq))`` into a buffer registered empty (torchtitan's
+        ``reset_parameters`` after a meta-device build): the buffer holds the phase (or tables) from then on."""
+        entry = self._find_state(frame.cls, name)  # type: ignore[arg-type]
+        if entry is None or entry.ref.kind is StateKind.ATTRIBUTE:
+            return
+        held = val.roles & {Role.TABLE, Role.PHASE}
+        if not entry.value.roles & held:
+            self._registered(node, entry.ref, val.evolve(roles=held), frame)
+            frame.cls.state[name] = StateEntry(entry.ref, val.evolve(roles=held))  # type: ignore[union-attr]
+
     def _updated_in_place(self, node: ast.expr, frame: Frame) -> None:
         """``self.inv_freq.copy_(...)``, ``self.inv_freq.data.mul_(...)``: state changed after construction, though
         no ``self.inv_freq = ...`` says so (a rebuild from ``__init__``'s recipe would miss the change)."""
@@ -1442,6 +1453,13 @@ class Interpreter:
                     # parameter decides, so its callers are checked as the inner function's are.
                     frame.dtype_casts.append((val.param, Cast(node, "call", cast.receiver, val, nodes[name],
                                                               frame.scope)))
+                elif val is not None and val.has(Role.DTYPE) and name in nodes \
+                        and isinstance(nodes[name], ast.Attribute) and nodes[name].attr == "dtype" \
+                        and isinstance(nodes[name].value, ast.Name) and nodes[name].value.id in frame.scope.params:
+                    # ``self._set_cos_sin_cache(n, dtype=ref.dtype)`` in ``_maybe_rebuild(self, ref)``: the tables take
+                    # the dtype of whatever tensor this function's callers pass as ``ref``.
+                    frame.tensor_casts.append((nodes[name].value.id, Cast(node, "call", cast.receiver, val,
+                                                                          nodes[name], frame.scope)))
                 fallback = cast.target.fallback_param
                 if name not in nodes and fallback in nodes and not bound[fallback].has(Role.DTYPE) \
                         and (bound[fallback].dtype is Dt.INT or _ids_by_name(bound[fallback])):
@@ -1782,7 +1800,8 @@ class Interpreter:
         if tail in ("ones_like", "zeros_like", "ones", "zeros", "empty", "full", "randn", "rand"):
             dt = kvals.get("dtype")
             if dt is not None and dt.has(Role.DTYPE) and dt.dtype is Dt.INT:
-                return Val(frozenset(), Dt.INT)  # ``torch.full((b,), offset, dtype=torch.long)``: integers
+                # ``torch.full((b,), offset, dtype=torch.long)``: integers (a buffer of them stays integer)
+                return Val(frozenset(), Dt.INT, site=node)
             return UNKNOWN
         if tail in SHAPE_METHODS and vals:
             return vals[0].evolve(last_is_one=False, second_last_is_one=False, vector=False)
@@ -1854,6 +1873,9 @@ class Interpreter:
             written = node.func.value.value if isinstance(node.func.value, ast.Subscript) else node.func.value
             if isinstance(written, ast.Name):
                 self._write_into(written.id, vals[0], frame)
+            held = _self_attr(written)
+            if held is not None and frame.cls is not None and vals[0].roles & {Role.TABLE, Role.PHASE}:
+                self._filled_state(held, vals[0], node, frame)
             return receiver
         if method == "new_tensor" and vals and vals[0].roles & {Role.TABLE, Role.PHASE} and "dtype" not in kvals \
                 and receiver.dtype is Dt.INT:
@@ -2034,9 +2056,10 @@ class Interpreter:
                         self._calls_by_name.setdefault(name, []).append(node)
         name = fn.name
         public = not name.startswith("_") or name.startswith("__")
-        if public and not re.search(r"inv_freq|frequenc", name):
-            # Callers elsewhere may pass any dtype. A public builder of inverse frequencies
-            # (``yarn_inv_freq(..., dtype=torch.float32)``) returns them in that dtype by contract.
+        if public and not re.search(r"inv_freq|frequenc|freqs|rope|rotary|_cis|sincos|cos_sin", name):
+            # Callers elsewhere may pass any dtype. A public builder of inverse frequencies or rotary tables
+            # (``yarn_inv_freq(..., dtype=torch.float32)``, ``precompute_freqs_cis(..., dtype=torch.float32)``)
+            # returns them in that dtype by contract.
             return False
         calls = self._calls_by_name.get(name, [])
         keyword_only = {a.arg for a in fn.args.kwonlyargs}
