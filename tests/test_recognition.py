@@ -1634,3 +1634,30 @@ def test_round_22_meta_init_buffers_and_dtype_plumbing():
                 return precompute_freqs_cis(self.head_dim, pos, dtype=torch.float32)
         '''
     assert _found(public) == {}
+
+
+def test_a_buffer_cast_to_the_configured_dtype_is_kept_without_that_cast():
+    """`register_buffer("inv_freq", inv_freq.to(dtype=config.torch_dtype))`: a `*_dtype` field of a config is a
+    dtype the configuration chooses (bfloat16 in most). The keep fix (RPL002) also drops that construction cast,
+    or the kept buffer would keep what it rounded; the file then checks clean."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class LlamaRotary(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                dim = config.head_dim
+                inv_freq = 1.0 / (config.rope_theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+                self.register_buffer("inv_freq", inv_freq.to(dtype=config.torch_dtype), persistent=False)
+
+            def forward(self, x, position_ids):
+                freqs = position_ids[:, :, None].float() * self.inv_freq[None, None, :].float()
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        '''
+    found = _found(source)
+    assert found[(13, "RPL002")] == "safe"
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert 'self.register_buffer("inv_freq", inv_freq, persistent=False)' in fixed and _found(fixed) == {}

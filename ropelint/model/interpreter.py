@@ -1213,6 +1213,9 @@ class Interpreter:
             return base
         if attr in ("shape", "ndim", "is_cuda"):
             return Val(frozenset({Role.SCALAR}))
+        if attr.endswith("_dtype") and not base.roles:
+            # ``config.torch_dtype``, ``cfg.params_dtype``: a dtype the configuration chooses (bfloat16 in most).
+            return dtype_val(Dt.RUNTIME)
         if (isinstance(node.value, ast.Name) and node.value.id in _CONFIG_NAMES) or (
                 isinstance(node.value, ast.Attribute) and node.value.attr in _CONFIG_NAMES
                 and isinstance(node.value.value, ast.Name) and node.value.value.id == "self"):
