@@ -90,6 +90,11 @@ def alone_in_block(fn: ast.AST | None, stmt: ast.stmt) -> bool:
     return False
 
 
+def names_in(node: ast.AST) -> set[str]:
+    """Every name ``node`` reads or binds."""
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
 def only_read_by(ctx: RuleContext, node: ast.AST, fn: ast.AST | None, allowed: set[int]) -> bool:
     """``name = <node>``, and every later read of ``name`` in ``fn`` is one of the ``allowed`` Name nodes (by id)."""
     found = assigned_name(ctx, node)

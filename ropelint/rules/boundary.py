@@ -80,7 +80,7 @@ def _calls(ctx: RuleContext, symbol: str, name: str) -> list[tuple[ast.AST, ast.
     for info in ctx.model.classes.values():
         for method in info.methods.values():
             for node in ast.walk(method):
-                if not isinstance(node, ast.Call) or node is None:
+                if not isinstance(node, ast.Call):
                     continue
                 parts = dotted(node.func) or []
                 if len(parts) == 2 and parts[0] == "self" and cls_name is not None:

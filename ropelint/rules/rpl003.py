@@ -7,7 +7,7 @@ from ..model.events import Product
 from ..model.interpreter import same_file_callable
 from ..model.names import is_none, number, qualname, string_value
 from ..model.values import Dt
-from .base import Rule, RuleContext, as_float32, is_atom
+from .base import Rule, RuleContext, as_float32, is_atom, names_in
 from .construction import assigned_value
 
 MATMUL_FORMS = ("matmul", "einsum-sum", "einsum-matmul", "linear", "tensordot")
@@ -119,7 +119,7 @@ def looped_sum_code(ctx: RuleContext, product: Product) -> str | None:
     if len(summed) != 1 or not all(summed[0] in letters for letters in bare) or _shadows_sum(product):
         return None
     letter = summed[0]
-    k = next(name for name in ("k", "i", "j", "idx", "rope_k") if name not in _names_in(product.node))
+    k = next(name for name in ("k", "i", "j", "idx", "rope_k") if name not in names_in(product.node))
     pieces, size = [], ""
     # An operand that is computed (``self.freq_matrix(device)``) goes in once, as an argument of a lambda.
     wrapped = any(_computed(o) for o in product.operands)
@@ -161,7 +161,7 @@ def _linear_looped(ctx: RuleContext, product: Product) -> str | None:
     Each term is an elementwise float32 product shaped like the phase, so memory stays that of the phase."""
     if _shadows_sum(product) or len(product.operands) != 2:
         return None
-    k = next(name for name in ("k", "i", "j", "idx", "rope_k") if name not in _names_in(product.node))
+    k = next(name for name in ("k", "i", "j", "idx", "rope_k") if name not in names_in(product.node))
     (left, right), (lval, rval) = product.operands, product.operand_vals
     shaped = left
     while isinstance(shaped, ast.Call) and isinstance(shaped.func, ast.Attribute) and shaped.func.attr in _SHAPE_KEEPING:
@@ -180,10 +180,6 @@ def _computed(node: ast.AST) -> bool:
     ``self.frequency_matrix(device)`` is not)."""
     return any(isinstance(n, ast.Call) and not (isinstance(n.func, ast.Attribute) and n.func.attr in _SHAPE_KEEPING)
                for n in ast.walk(node))
-
-
-def _names_in(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
 def _shadows_sum(product: Product) -> bool:

@@ -16,6 +16,7 @@ from .base import (
     calls_in_text,
     cast_receiver,
     later_loads,
+    names_in,
     only_read_by,
     shape_only_reads,
 )
@@ -51,11 +52,11 @@ class TrigAfterDowncast(Rule):
 
     def _fix(self, ctx: RuleContext, cast: Cast, trigs: list[Trig]) -> FixPlan | None:
         split = self._split(ctx, cast)
-        if split is not None and any(t.scope.symbol != cast.scope.symbol for t in trigs):
-            return _returned_fix(ctx, cast, trigs)
-        owner = ctx.model.statement_of.get(id(cast.node))
         if split is None:
             return None
+        if any(t.scope.symbol != cast.scope.symbol for t in trigs):
+            return _returned_fix(ctx, cast, trigs)
+        owner = ctx.model.statement_of.get(id(cast.node))
         if owner is not None and alone_in_block(cast.scope.node, owner):
             # ``if x.dtype == torch.float16: angles = angles.half()`` (``elif ...: .bfloat16()``): a cast chosen per
             # branch, which one cast of the tables cannot stand for.
@@ -201,7 +202,7 @@ def _branch_cast_fix(ctx: RuleContext, cast: Cast, owner: ast.stmt, trigs: list[
     chain = _enclosing_statement(fn, owner, first)
     if chain is None:
         return None
-    fresh = next(f"{name}{suffix}" for suffix in ("_f32", "_float32", "_full") if f"{name}{suffix}" not in _names(fn))
+    fresh = next(f"{name}{suffix}" for suffix in ("_f32", "_float32", "_full") if f"{name}{suffix}" not in names_in(fn))
     edits: list[NodeEdit] = [InsertBeforeStatement(chain, f"{fresh} = {name}  # ropelint: the angle before the "
                                                           f"branches below round it, for cos/sin")]
     for t, a in zip(trigs, angles):
@@ -224,10 +225,6 @@ def _enclosing_statement(fn: ast.AST, inner: ast.stmt, later: ast.stmt | None) -
                     if any(n is inner for n in ast.walk(stmt)):
                         return stmt
     return None
-
-
-def _names(fn: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
 
 
 def _sliced_in_place(fn: ast.AST) -> set[int]:
