@@ -1661,3 +1661,35 @@ def test_a_buffer_cast_to_the_configured_dtype_is_kept_without_that_cast():
     assert found[(13, "RPL002")] == "safe"
     fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert 'self.register_buffer("inv_freq", inv_freq, persistent=False)' in fixed and _found(fixed) == {}
+
+
+def test_an_inherited_method_runs_the_subclass_override_it_calls():
+    """The base class's `rotate` calls `self.get_seq_pos(n, dtype=t.dtype)`; the base builds float32 positions,
+    a position-interpolation subclass overrides only `get_seq_pos` and honours `dtype` (the activations'):
+    `rotate` is analysed in the subclass too, so the subclass's positions are RPL005. The base alone is clean."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, dim=64, theta=10000.0):
+                super().__init__()
+                self.freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+
+            def get_seq_pos(self, seq_len, device, dtype):
+                return torch.arange(seq_len, device=device, dtype=torch.float32)
+
+            def rotate(self, t):
+                seq = self.get_seq_pos(t.shape[-2], device=t.device, dtype=t.dtype)
+                freqs = seq[:, None] * self.freqs.to(t.device)[None, :]
+                return t * freqs.cos().to(t.dtype)
+
+
+        class InterpolatedRotaryEmbedding(RotaryEmbedding):
+            def get_seq_pos(self, seq_len, device, dtype):
+                return torch.arange(seq_len, device=device, dtype=dtype) * 0.5
+        '''
+    assert set(_found(source)) == {(21, "RPL005")}
+    base_only = source[:source.index("        class InterpolatedRotaryEmbedding")]
+    assert _found(base_only) == {}

@@ -559,9 +559,27 @@ class Interpreter:
         order = sorted(info.methods, key=lambda n: n != "__init__")
         for name in order:
             self._method_summary(info, name)
+        for name in self._dispatching_to(info):
+            self._method_summary(info, name)
         for state in info.state:
             if self._kept(info, state):
                 info.repaired.add(state)
+
+    def _dispatching_to(self, info: ClassInfo) -> list[str]:
+        """Inherited methods that call one this class overrides (``rotate_queries_or_keys`` calling
+        ``self.get_seq_pos``): in this class they run the override, so they are analysed here as well."""
+        own = [name for name in info.methods if name != "__init__" or len(self._mro(info)) > 1]
+        if len(self._mro(info)) < 2 or not own:
+            return []
+        found: list[str] = []
+        for base in self._mro(info)[1:]:
+            for name, fn in base.methods.items():
+                if name in info.methods or name in found:
+                    continue
+                text = self.spans.text(fn)
+                if any(f"self.{o}(" in text for o in own):
+                    found.append(name)
+        return found
 
     @staticmethod
     def _kept(info: ClassInfo, state: str) -> bool:
