@@ -1693,3 +1693,30 @@ def test_an_inherited_method_runs_the_subclass_override_it_calls():
     assert set(_found(source)) == {(21, "RPL005")}
     base_only = source[:source.index("        class InterpolatedRotaryEmbedding")]
     assert _found(base_only) == {}
+
+
+def test_a_dtype_chosen_by_a_conditional_expression_with_an_integer_branch():
+    """Qwen2-VL vision: `dtype = grid_thw.dtype if torch.jit.is_tracing() else torch.int32` (meant for
+    `cu_seqlens`) reused as `torch.Tensor.to(t, dtype)` for the tables: RPL001 (the integer branch decides),
+    fixed to the activations' dtype (safe)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class VisionRotaryPositions(nn.Module):
+            def __init__(self, dim=40, theta=10000.0):
+                super().__init__()
+                self.dim, self.theta = dim, theta
+
+            def forward(self, hidden_states, grid_thw):
+                dtype = grid_thw.dtype if torch.jit.is_tracing() else torch.int32
+                cu_seqlens = (grid_thw[:, 1] * grid_thw[:, 2]).cumsum(dim=0, dtype=dtype)
+                inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                emb = torch.arange(hidden_states.shape[0], dtype=torch.float32)[:, None] * inv_freq[None, :]
+                cos, sin = (torch.Tensor.to(t, dtype) for t in (emb.cos(), emb.sin()))
+                return (cos, sin), cu_seqlens
+        '''
+    assert _found(source) == {(15, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "torch.Tensor.to(t, hidden_states.dtype) for t in" in fixed and _found(fixed) == {}

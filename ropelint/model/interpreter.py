@@ -1180,6 +1180,10 @@ class Interpreter:
     def _eval_ifexp(self, node: ast.IfExp, frame: Frame) -> Val:
         self._eval(node.test, frame)
         body, orelse = self._eval(node.body, frame), self._eval(node.orelse, frame)
+        if body.has(Role.DTYPE) and orelse.has(Role.DTYPE) and _none_tested(node) is None:
+            # ``grid_thw.dtype if torch.jit.is_tracing() else torch.int32``: a dtype one branch makes integer is
+            # what a table cast to it risks (as for ``dtype or position_ids.dtype``).
+            return next((v for v in (body, orelse) if v.dtype is Dt.INT), None) or join(body, orelse)
         joined = join(body, orelse)
         if isinstance(node.body, ast.Name) and body.param is not None \
                 and any(isinstance(n, ast.Name) and n.id == node.body.id for n in ast.walk(node.test)):

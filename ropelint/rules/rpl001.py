@@ -40,6 +40,9 @@ class IntegerTableCast(Rule):
             if fallback is None:
                 what = f"{what} cast to"
             message = f"{what} the dtype of `{target}`, an integer tensor"
+            if fallback is None and source is None and isinstance(cast.target_expr, ast.Name) \
+                    and cast.target.has(Role.DTYPE):
+                message = f"{what} `{target}`, an integer dtype"  # ``dtype = ... else torch.int32`` ... ``.to(dtype)``
             if cast.method.startswith(("default:", "default-tensor:")):
                 callee = ctx.code(cast.node.func).removeprefix("self.")
                 name = cast.method.split(":", 1)[1]
