@@ -13,10 +13,11 @@ from __future__ import annotations
 import ast
 
 from ..diagnostics import FixPlan, NodeEdit, Replace
-from ..model.interpreter import ACTIVATION_PARAMS, call_params, held_class
-from ..model.names import dotted, is_none
+from ..model.interpreter import ACTIVATION_PARAMS, call_params
+from ..model.names import is_none
 from ..model.values import Role
 from .base import RuleContext, atom_code, calls_in_text, cast_receiver, spelled_as_tensor
+from .callsite import calls_of
 
 # Names of the rotated activations, best first: the tables should take the queries' dtype.
 _PREFERRED = ("q", "query", "query_states", "xq", "q_rot", "k", "key", "key_states", "xk")
@@ -72,46 +73,14 @@ def _without_dtype(ctx: RuleContext, cast) -> Replace:  # type: ignore[no-untype
 
 
 def _calls(ctx: RuleContext, symbol: str, name: str) -> list[tuple[ast.AST, ast.Call]]:
-    """(caller, call) for every call of the function or method ``symbol`` in the file: ``self.rotary(...)``
-    in its class (or a subclass), ``name(...)`` for a function, ``self.rope(...)`` where ``rope`` holds its
-    class and ``name`` is ``forward``. Empty when the file may call it in a way not seen here."""
+    """(caller, call) for every call of the function or method ``symbol`` in the file, a held rotary's
+    ``forward`` through ``self.rope(...)`` included. Empty when the file may call it in a way not seen here."""
     cls_name = symbol.split(".")[0] if "." in symbol else None
-    found: list[tuple[ast.AST, ast.Call]] = []
-    for info in ctx.model.classes.values():
-        for method in info.methods.values():
-            for node in ast.walk(method):
-                if not isinstance(node, ast.Call):
-                    continue
-                parts = dotted(node.func) or []
-                if len(parts) == 2 and parts[0] == "self" and cls_name is not None:
-                    if parts[1] == name and _inherits(ctx, info.name, cls_name):
-                        found.append((method, node))
-                    elif name in ("forward", "__call__"):
-                        held = held_class(ctx.model.classes, info, parts[1])
-                        if held is not None and held.name == cls_name:
-                            found.append((method, node))
-    for function in ctx.model.functions.values():
-        for node in ast.walk(function):
-            if isinstance(node, ast.Call) and cls_name is None and isinstance(node.func, ast.Name) \
-                    and node.func.id == name:
-                found.append((function, node))
-    if name not in ("forward", "__call__") and calls_in_text(ctx.source, name) != len(found):
+    held = name in ("forward", "__call__")
+    found = list(calls_of(ctx, cls_name, name, through_held=held))
+    if not held and calls_in_text(ctx.source, name) != len(found):
         return []  # a call the analysis did not see would keep getting float32 tables
     return found
-
-
-def _inherits(ctx: RuleContext, cls: str, base: str) -> bool:
-    seen, todo = set(), [cls]
-    while todo:
-        cur = todo.pop()
-        if cur == base:
-            return True
-        info = ctx.model.classes.get(cur)
-        if info is None or cur in seen:
-            continue
-        seen.add(cur)
-        todo.extend(info.bases)
-    return False
 
 
 def _activation_before(caller: ast.AST, call: ast.Call) -> str | None:

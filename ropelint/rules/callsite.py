@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 
 from ..diagnostics import FixPlan, NodeEdit, Replace
-from ..model.interpreter import call_params
+from ..model.interpreter import call_params, held_class, in_file_mro
 from .base import RuleContext, calls_in_text, later_loads
 from .construction import assigned_value
 
@@ -33,7 +33,7 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
     # The analysis must see the same thing, or a caller passing float32 would not clear the finding.
     if param is None or ctx.model.dtype_params.get(symbol) != param:
         return None
-    calls = list(_calls_of(ctx, cls_name, fn.name))
+    calls = list(calls_of(ctx, cls_name, fn.name))
     if not calls or calls_in_text(ctx.source, fn.name) > len(calls):
         return None  # a call the analysis did not see (pruned, or through another receiver) would keep its dtype
     torch, imports = ctx.torch_name()
@@ -83,23 +83,29 @@ def _parameter_behind(fn: ast.FunctionDef, name: ast.Name, params: list[str]) ->
     return None
 
 
-def _calls_of(ctx: RuleContext, cls_name: str | None, name: str):  # type: ignore[no-untyped-def]
-    """(calling function, call) for ``self.<name>(...)`` in the class's methods, or ``<name>(...)``."""
-    if cls_name is not None:
-        functions = [m for cls in ctx.model.classes.values() if cls.name == cls_name or cls_name in cls.bases
-                     for m in cls.methods.values()]
-    else:
-        functions = [*ctx.model.functions.values(),
-                     *(m for cls in ctx.model.classes.values() for m in cls.methods.values())]
-    for caller in functions:
+def calls_of(ctx: RuleContext, cls_name: str | None, name: str, *, through_held: bool = False):  # type: ignore[no-untyped-def]
+    """(calling function, call) for ``self.<name>(...)`` in the methods of the class and its in-file subclasses,
+    or ``<name>(...)`` for a function; with ``through_held``, also ``self.rope(...)`` in any class whose
+    ``rope`` holds the class (``name`` being its ``forward`` or ``__call__``)."""
+    for info in ctx.model.classes.values():
+        own = cls_name is not None and any(c.name == cls_name for c in in_file_mro(ctx.model.classes, info))
+        for caller in info.methods.values() if own or cls_name is None or through_held else ():
+            for node in ast.walk(caller):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                if isinstance(func, ast.Name) and cls_name is None and func.id == name:
+                    yield caller, node
+                elif cls_name is not None and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                        and func.value.id == "self":
+                    if own and func.attr == name:
+                        yield caller, node
+                    elif through_held and getattr(held_class(ctx.model.classes, info, func.attr), "name", None) \
+                            == cls_name:
+                        yield caller, node
+    for caller in ctx.model.functions.values() if cls_name is None else ():
         for node in ast.walk(caller):
-            if not isinstance(node, ast.Call):
-                continue
-            func = node.func
-            if cls_name is not None and isinstance(func, ast.Attribute) and func.attr == name \
-                    and isinstance(func.value, ast.Name) and func.value.id == "self":
-                yield caller, node
-            elif cls_name is None and isinstance(func, ast.Name) and func.id == name:
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
                 yield caller, node
 
 

@@ -21,6 +21,7 @@ from .base import (
     shape_only_reads,
     spelled_as_tensor,
 )
+from .callsite import calls_of
 from .construction import assigned_value
 
 # Calls that take integer indices: positions made float32 would break them.
@@ -269,14 +270,14 @@ def _returned_to_a_widening_caller(ctx: RuleContext, site: ast.Call, scope: Scop
     returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return) and n.value is not None]
     if len(returns) != 1 or not any(n is site for n in ast.walk(returns[0].value)):  # type: ignore[arg-type]
         return False
-    callers = [*ctx.model.functions.values(), *(m for c in ctx.model.classes.values() for m in c.methods.values())]
-    for caller in callers:
-        for node in ast.walk(caller):
-            if isinstance(node, ast.Call) and (dotted(node.func) or [""])[-1] == fn.name:
-                widened = {id(n.func.value) for n in ast.walk(caller) if isinstance(n, ast.Call)
-                           and isinstance(n.func, ast.Attribute) and n.func.attr in ("float", "double")}
-                return only_read_by(ctx, node, caller, widened)
-    return False
+    cls_name = scope.symbol.split(".")[0] if "." in scope.symbol else None
+    calls = list(calls_of(ctx, cls_name, fn.name))
+    if len(calls) != 1:
+        return False
+    caller, call = calls[0]
+    widened = {id(n.func.value) for n in ast.walk(caller) if isinstance(n, ast.Call)
+               and isinstance(n.func, ast.Attribute) and n.func.attr in ("float", "double")}
+    return only_read_by(ctx, call, caller, widened)
 
 
 def _only_fed_to_full_helpers(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
