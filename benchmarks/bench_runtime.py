@@ -1,8 +1,10 @@
 """Forward time of the float32 recompute pattern against the cached-buffer shape.
 
     python benchmarks/bench_runtime.py [--seqs 4096 32768] [--dtype float32|bfloat16] [--threads N]
+                                       [--device cpu|cuda]
 
-Both modules produce the same (cos, sin) for head_dim 128, base 5e5, batch 1, on CPU:
+Both modules produce the same (cos, sin) for head_dim 128, base 5e5, batch 1, on CPU (or the
+GPU with ``--device cuda``; each timed forward then ends in ``torch.cuda.synchronize()``):
 
 * recompute: ``ropelint.runtime.rotary_cos_sin`` rebuilds the inverse frequencies in
   float32 on every forward (what ``ropelint fix`` writes);
@@ -59,12 +61,16 @@ def time_forward(
 ) -> float:
     """Median wall time of one forward in seconds, after warm-up."""
     samples = []
+    # A GPU forward returns before its kernels finish: wait for them inside the timed span.
+    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
     with torch.inference_mode():
         for _ in range(3):
             module(x, positions)
+        sync()
         for _ in range(repeats):
             start = time.perf_counter()
             module(x, positions)
+            sync()
             samples.append(time.perf_counter() - start)
     return statistics.median(samples)
 
@@ -74,6 +80,7 @@ def main() -> None:
     parser.add_argument("--seqs", type=int, nargs="+", default=[4096, 32768])
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--threads", type=int, default=None,
                         help="intra-op threads (default: torch's choice)")
     args = parser.parse_args()
@@ -81,14 +88,15 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
-          f"head_dim {HEAD_DIM}, batch 1, activations {args.dtype}")
+    device = torch.device(args.device)
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"threads {torch.get_num_threads()}"
+    print(f"torch {torch.__version__}, {where}, head_dim {HEAD_DIM}, batch 1, activations {args.dtype}")
     print(f"{'seq':>7} {'recompute ms':>13} {'cached ms':>10} {'hf-5.x ms':>10} "
           f"{'ratio':>6} {'vs hf':>6}")
-    recompute, cached, hf5 = Recompute(), CachedBuffer(), Hf5Shape()
+    recompute, cached, hf5 = Recompute().to(device), CachedBuffer().to(device), Hf5Shape().to(device)
     for seq in args.seqs:
-        x = torch.zeros(1, seq, HEAD_DIM, dtype=dtype)
-        positions = torch.arange(seq)[None]
+        x = torch.zeros(1, seq, HEAD_DIM, dtype=dtype, device=device)
+        positions = torch.arange(seq, device=device)[None]
         # Interleave the two so drift in machine load hits both alike.
         times: dict[str, list[float]] = {"r": [], "c": [], "h": []}
         for _ in range(3):

@@ -1720,3 +1720,217 @@ def test_a_dtype_chosen_by_a_conditional_expression_with_an_integer_branch():
     assert _found(source) == {(15, "RPL001"): "safe"}
     fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "torch.Tensor.to(t, hidden_states.dtype) for t in" in fixed and _found(fixed) == {}
+
+
+def test_inverse_frequencies_cast_to_integer_positions_in_a_decorator_refresh():
+    """HF's `@dynamic_rope_update` shape: the nested refresh stores `inv_freq.to(position_ids)`, which takes
+    the ids' int64 dtype (every frequency below 1 becomes 0): RPL006, fixed to a device-only move (safe).
+    The same refresh with `.to(position_ids.device)` is clean."""
+    source = '''\
+        from functools import wraps
+
+        import torch
+        from torch import nn
+
+
+        def _ntk_inv_freq(dim, base, device=None):
+            return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32, device=device) / dim))
+
+
+        def dynamic_update(forward):
+            def refresh(self, position_ids):
+                seq_len = int(position_ids.max()) + 1
+                if seq_len > self.cached:
+                    inv_freq = _ntk_inv_freq(self.dim, self.base * seq_len / self.cached, position_ids.device)
+                    self.inv_freq = inv_freq.to(position_ids)
+                    self.cached = seq_len
+
+            @wraps(forward)
+            def wrapper(self, x, position_ids):
+                refresh(self, position_ids)
+                return forward(self, x, position_ids)
+
+            return wrapper
+
+
+        class DynamicRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0, max_len=2048):
+                super().__init__()
+                self.dim, self.base, self.cached = dim, base, max_len
+                self.inv_freq = _ntk_inv_freq(dim, base)
+
+            @dynamic_update
+            def forward(self, x, position_ids):
+                freqs = position_ids[..., None].float() * self.inv_freq.float()
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        '''
+    assert _found(source) == {(16, "RPL006"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "self.inv_freq = inv_freq.to(position_ids.device)" in fixed and _found(fixed) == {}
+
+
+def test_a_dtype_property_reporting_the_first_buffer_and_trig_functions_taken_from_a_loop():
+    """`next(self.buffers()).dtype` is the dtype of the first registered buffer, here an int64 grid:
+    tables cast to it are RPL001. `for name, fn in zip(names, (torch.cos, torch.sin))`: `fn(emb)` is cos/sin,
+    and `setattr(self, name, fn(emb).to(ref))` with `ref` the integer ids is RPL001 at the call, fixed by
+    handing the activation (the refresh reads only `ref`'s dtype and device)."""
+    grid = '''\
+        import torch
+        from torch import nn
+
+
+        class GridRotary(nn.Module):
+            def __init__(self, dim=32, side=8):
+                super().__init__()
+                self.dim = dim
+                ys, xs = torch.meshgrid(torch.arange(side), torch.arange(side), indexing="ij")
+                self.register_buffer("grid", torch.stack((ys, xs), -1).reshape(-1, 2), persistent=False)
+
+            @property
+            def dtype(self):
+                return next(self.buffers()).dtype
+
+            def forward(self, x):
+                inv_freq = 1.0 / (100.0 ** (torch.arange(0, self.dim // 2, 2, dtype=torch.float32) / (self.dim // 2)))
+                phase = torch.cat([self.grid[:, i, None].float() * inv_freq for i in range(2)], dim=-1)
+                return phase.cos().to(self.dtype), phase.sin().to(self.dtype)
+        '''
+    assert _found(grid) == {(19, "RPL001"): "safe"}
+    float_first = grid.replace('self.register_buffer("grid"', 'self.register_buffer("scale", torch.ones(1))\n'
+                                                              '                self.register_buffer("grid"')
+    assert _found(float_first) == {}
+
+    refresh = '''\
+        import torch
+        from torch import nn
+
+
+        class NeoXRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def _refresh(self, seq_len, ref):
+                t = torch.arange(seq_len, device=ref.device, dtype=torch.float32)
+                inv = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, device=ref.device, dtype=torch.float32) / self.dim))
+                emb = torch.outer(t, inv)
+                emb = torch.cat((emb, emb), dim=-1)
+                for name, fn in zip(("cos_cached", "sin_cached"), (torch.cos, torch.sin)):
+                    setattr(self, name, fn(emb).to(ref))
+
+            def forward(self, q, position_ids):
+                self._refresh(int(position_ids.max()) + 1, position_ids)
+                return self.cos_cached[position_ids], self.sin_cached[position_ids]
+        '''
+    assert _found(refresh) == {(19, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(refresh), ALL, unsafe=False).fixed
+    assert "self._refresh(int(position_ids.max()) + 1, q)" in fixed and _found(fixed) == {}
+
+
+def test_frequency_ramps_by_shape_and_a_rotary_over_timesteps():
+    """`theta ** torch.linspace(math.log(1, theta), math.log(end, theta), n, dtype=dtype)` (LTX-Video) is
+    log-spaced frequencies built in a run-time dtype (RPL006); `base ** (-torch.arange(n) / n)` written into
+    a block-diagonal matrix contracted by an einsum is RPL003; a `TimestepRotary` over a policy's timesteps
+    is a rotary (RPL003), where a diffusion timestep embedding is not."""
+    ltx = '''\
+        import math
+        import torch
+        from torch import nn
+
+
+        class VideoRotary(nn.Module):
+            def __init__(self, dim=96, theta=10000.0):
+                super().__init__()
+                self.dim, self.theta = dim, theta
+
+            def forward(self, hidden_states, grid):
+                dtype = torch.float32
+                start, end = 1, self.theta
+                pos = (grid / 20.0).to(dtype)
+                freqs = self.theta ** torch.linspace(math.log(start, self.theta), math.log(end, self.theta),
+                                                     self.dim // 6, dtype=dtype)
+                angles = freqs * (pos.unsqueeze(-1) * 2 - 1)
+                return angles.cos().to(hidden_states.dtype), angles.sin().to(hidden_states.dtype)
+        '''
+    assert _found(ltx) == {}
+    rounded = ltx.replace("dtype = torch.float32", "dtype = hidden_states.dtype")
+    assert _found(rounded) == {(14, "RPL005"): "safe", (15, "RPL006"): "safe"}
+
+    block = '''\
+        import torch
+        from torch import nn
+
+
+        def axial_matrix(head_dim, base, device=None):
+            per_axis = head_dim // 6
+            mats = []
+            for axis in range(3):
+                f = base ** (-torch.arange(per_axis, device=device, dtype=torch.float32) / per_axis)
+                m = torch.zeros(3, per_axis, device=device)
+                m[axis] = f
+                mats.append(m)
+            return torch.cat(mats, dim=1)
+
+
+        class CoordRotary(nn.Module):
+            def __init__(self, head_dim=48, base=100.0):
+                super().__init__()
+                self.head_dim, self.base = head_dim, base
+
+            def forward(self, coord):
+                theta = torch.einsum("bnc,cf->bnf", coord.float(), axial_matrix(self.head_dim, self.base, coord.device))
+                return theta.cos(), theta.sin()
+        '''
+    assert _found(block) == {(22, "RPL003"): "safe"}
+
+    policy = '''\
+        import torch
+        from torch import nn
+
+
+        class TimestepRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, q, timesteps):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                freqs = torch.matmul(timesteps.float().unsqueeze(-1), inv_freq.unsqueeze(0))
+                return freqs.cos().to(q.dtype), freqs.sin().to(q.dtype)
+        '''
+    assert _found(policy) == {(12, "RPL003"): "safe"}
+    embedding = policy.replace("TimestepRotary", "TimestepEmbedding")
+    assert _found(embedding) == {}
+
+
+def test_frequencies_in_the_model_dtype_kept_in_self_and_widened_on_every_read():
+    """Per-layer frequencies built with `dtype=args.dtype` into a plain list attribute that every read
+    widens (`self.inv_freqs[i].to(device).float()`): RPL006, safe (no reader depends on the dtype); a read
+    that does not widen keeps the fix unsafe."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class LayerwiseRotary(nn.Module):
+            def __init__(self, args, thetas):
+                super().__init__()
+                self.inv_freqs = [
+                    1.0 / (t ** (torch.arange(0, args.rotary_dim, 2, dtype=args.dtype) / args.rotary_dim))
+                    for t in thetas
+                ]
+
+            def forward(self, x, layer_id, seq_len):
+                inv_freq = self.inv_freqs[layer_id].to(x.device).float()
+                t = torch.arange(seq_len, device=x.device, dtype=torch.float32)
+                freqs = t[:, None] * inv_freq[None, :]
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    assert _found(source) == {(9, "RPL006"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "dtype=torch.float32) / args.rotary_dim" in fixed and _found(fixed) == {}
+    unwidened = source.replace("            def forward(", "            def table(self, i):\n"
+                                                         "                return self.inv_freqs[i]\n\n"
+                                                         "            def forward(")
+    assert _found(unwidened) == {(9, "RPL006"): "unsafe"}

@@ -223,6 +223,8 @@ class Frame:
     int_buffer_writes: list[tuple[str, ast.Call]] = field(default_factory=list)
     # ``phase = lambda p, w: p[:, None] @ w[None]`` in this function: evaluated at each call with its arguments.
     lambdas: dict[str, ast.Lambda] = field(default_factory=dict)
+    # ``for name, fn in zip(names, (torch.cos, torch.sin))``: loop names bound to cos/sin themselves.
+    trig_names: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -803,7 +805,10 @@ class Interpreter:
                 self._eval(stmt.test, frame)
             else:
                 it = self._eval(stmt.iter, frame)
-                self._bind(stmt.target, it.evolve(roles=it.roles - {Role.ARANGE}), None, frame)
+                frame.trig_names.update(self._trig_loop_names(stmt))
+                first = self._first_state(stmt.iter, frame)
+                self._bind(stmt.target, first if first is not None else it.evolve(roles=it.roles - {Role.ARANGE}),
+                           None, frame)
             self._branch(frame, [stmt.body, None])
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             pushed = 0
@@ -1343,6 +1348,8 @@ class Interpreter:
             if k.arg is None:
                 kw = {**self._unpacked(k.value, frame), **kw}
 
+        if isinstance(func, ast.Name) and func.id in frame.trig_names and len(pos) == 1:
+            return self._trig(node, self._eval(pos[0], frame), frame, False)
         lam = func if isinstance(func, ast.Lambda) else \
             frame.lambdas.get(func.id) if isinstance(func, ast.Name) else None
         if lam is not None:
@@ -1415,6 +1422,10 @@ class Interpreter:
                 return UNKNOWN
             return self._method(node, method, receiver, pos, kw, frame)
         arguments = [self._eval(a, frame) for a in (*pos, *kw.values())]
+        if isinstance(func, ast.Name) and func.id == "next" and pos:
+            first = self._first_state(pos[0], frame)  # ``next(self.buffers()).dtype``
+            if first is not None:
+                return first
         if isinstance(func, ast.Name) and func.id in ("int", "len", "round"):
             return Val(frozenset({Role.SCALAR}), literal=0)  # an int: adding it keeps an integer tensor integer
         if isinstance(func, ast.Name) and func.id[:1].isupper() and (pos or kw) and func.id not in self.model.classes:
@@ -1536,6 +1547,15 @@ class Interpreter:
                                                  frame.scope))
                 continue
             if val is not None and val.dtype is Dt.INT and not val.has(Role.DTYPE):
+                arg = nodes.get(name)
+                like = self._activation_like(node, name, arg, frame) \
+                    if arg is not None and cast.method == "to" and isinstance(node.func, ast.Attribute) else None
+                if like is not None and not like.startswith("~"):
+                    # ``self._refresh_cache(n, position_ids)`` into ``def _refresh_cache(self, n, ref)``, which reads
+                    # ``ref`` only for its dtype and device (``fn(emb).to(ref)``): an activation serves it.
+                    self.model.casts.append(Cast(node, f"argument={like}", cast.receiver,
+                                                 dtype_val(Dt.INT).evolve(param=name), arg, frame.scope))
+                    continue
                 # ``_cs(grid, f)`` with an integer grid, where ``_cs`` ends in ``.type_as(p)``.
                 self.model.casts.append(dataclasses.replace(cast, target=dtype_val(Dt.INT).evolve(param=name)))
         callee = (dotted(node.func) or ["?"])[-1]
@@ -1664,6 +1684,37 @@ class Interpreter:
         self._registered(node, ref, value, frame)
         return UNKNOWN
 
+    def _trig_loop_names(self, loop: ast.For | ast.AsyncFor) -> list[str]:
+        """Loop targets that take cos and sin themselves: ``for fn in (torch.cos, torch.sin)`` and
+        ``for name, fn in zip(names, (torch.cos, torch.sin))``."""
+        def trig_tuple(node: ast.expr) -> bool:
+            return isinstance(node, (ast.Tuple, ast.List)) and bool(node.elts) and all(
+                (qualname(e, self.imports) or "").rsplit(".", 1)[-1] in ("cos", "sin") for e in node.elts)
+        it, target = loop.iter, loop.target
+        if trig_tuple(it) and isinstance(target, ast.Name):
+            return [target.id]
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "zip" \
+                and isinstance(target, ast.Tuple) and len(target.elts) == len(it.args):
+            return [t.id for a, t in zip(it.args, target.elts) if trig_tuple(a) and isinstance(t, ast.Name)]
+        return []
+
+    def _first_state(self, node: ast.expr, frame: Frame) -> Val | None:
+        """``self.buffers()`` (or ``iter(...)`` of it) as a loop's iterable or ``next``'s argument: the first buffer
+        (parameter) the class registers, which a ``dtype`` property built this way reports (an int64 grid's)."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "iter" \
+                and len(node.args) == 1:
+            node = node.args[0]
+        if frame.cls is None or not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                                     and node.func.attr in ("buffers", "parameters") and not node.args
+                                     and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"):
+            return None
+        kind = StateKind.BUFFER if node.func.attr == "buffers" else StateKind.PARAMETER
+        for cls in reversed(self._mro(frame.cls)):  # a base's ``__init__`` registers first (``super().__init__()``)
+            for name, entry in cls.state.items():
+                if entry.ref.kind is kind and "{}" not in name:
+                    return self._state_read(name, node, frame)
+        return None
+
     def _state_roles(self, name: str) -> frozenset[Role]:
         """A buffer's or parameter's name is chosen for what it holds: ``freq_basis``, ``freqs_h`` are frequencies."""
         return frozenset({Role.INV_FREQ}) if FREQ_NAMES.match(name.lower()) else self._named(name).roles
@@ -1698,9 +1749,16 @@ class Interpreter:
             return out.evolve(last_is_one=False, second_last_is_one=False, vector=False)
         if qn in ("setattr",) and len(pos) >= 3 and isinstance(pos[0], ast.Name) and pos[0].id == "self":
             value_node = pos[2]
-            inner = self._eval(value_node.args[0], frame) if isinstance(value_node, ast.Call) and value_node.args \
-                else self._eval(value_node, frame)
+            holding = isinstance(value_node, ast.Call) and value_node.args \
+                and (qualname(value_node.func, self.imports) or "").rsplit(".", 1)[-1] in ("Buffer", "Parameter")
+            inner = self._eval(value_node.args[0] if holding else value_node, frame)  # type: ignore[union-attr]
             name = string_value(pos[1])
+            if not holding:
+                # ``setattr(self, name, fn(emb).to(ref))``: a plain attribute, written as ``self.<name> = ...`` is.
+                if name is not None and frame.cls is not None:
+                    self._bind(ast.Attribute(value=ast.Name(id="self", ctx=ast.Load()), attr=name, ctx=ast.Store()),
+                               inner, None, frame)
+                return UNKNOWN
             if name is not None and frame.cls is not None:
                 frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
             if name is not None and frame.cls is not None and isinstance(value_node, ast.Call):
@@ -1849,7 +1907,8 @@ class Interpreter:
         step2 = len(texts) >= 3 and texts[2].strip() in ("2", "2.0", "2.")
         stop = texts[1] if len(texts) >= 2 else (texts[0] if texts else "")
         role = Role.ARANGE
-        if not step2 and POSITION_ARGS.search(stop) and not EXPONENT_ARGS.search(stop):
+        if not step2 and POSITION_ARGS.search(stop) and not EXPONENT_ARGS.search(stop) \
+                and not _LOG_OF_BASE.search(stop):  # ``linspace(log(1, theta), log(end, theta), n)``: exponents
             role = Role.POSITIONS
         if numpy:
             return Val(frozenset({role}), Dt.FULL, site=None, vector=True)
@@ -1964,6 +2023,11 @@ class Interpreter:
                     and _bare_param(receiver) and isinstance(pos[0], ast.Name) \
                     and pos[0].id in frame.scope.params:
                 # ``def _like(t, ref): return t.to(ref)``: what it means depends on what callers pass.
+                target, target_node = dtype_val(Dt.RUNTIME).evolve(param=vals[0].param), pos[0]
+            elif method == "to" and target is None and vals and not vals[0].roles and vals[0].param is not None \
+                    and vals[0].dtype is Dt.UNKNOWN and receiver.roles & {Role.TABLE, Role.PHASE} \
+                    and isinstance(pos[0], ast.Name) and pos[0].id == vals[0].param and pos[0].id in frame.scope.params:
+                # ``fn(emb).to(ref)``: the tables take the dtype of whatever tensor callers pass as ``ref``.
                 target, target_node = dtype_val(Dt.RUNTIME).evolve(param=vals[0].param), pos[0]
             if target is None or not target.has(Role.DTYPE):
                 return receiver
@@ -2179,7 +2243,14 @@ class Interpreter:
         return self._arith(left, right, op, node, frame)
 
     def _power(self, node: ast.AST, base: Val, exponent: Val, frame: Frame) -> Val:
-        if exponent.has(Role.ARANGE) and exponent.scaled and not base.has(Role.ARANGE):
+        # ``theta ** torch.linspace(math.log(lo, theta), math.log(hi, theta), n)``: log-spaced frequencies (LTX-Video).
+        log_spaced = exponent.has(Role.ARANGE) and isinstance(node, ast.BinOp) \
+            and _LOG_OF_BASE.search(self.spans.text(node.right)) is not None
+        # ``base ** (-torch.arange(n) / n)``: a range divided in an exponent is a frequency ramp, whatever its
+        # stop made the range look like (``arange(n)`` reads as positions).
+        ramp = exponent.has(Role.POSITIONS) and isinstance(node, ast.BinOp) and _ramp_ratio(node.right) \
+            and not base.roles - {Role.SCALAR}
+        if (exponent.has(Role.ARANGE) and (exponent.scaled or log_spaced) or ramp) and not base.has(Role.ARANGE):
             dt, site = exponent.dtype, exponent.site
             if dt is Dt.INT:
                 dt = Dt.RUNTIME
@@ -2266,9 +2337,11 @@ class Interpreter:
             freq, positions = a, b
         elif form == "elementwise" and _is_freq(b) and _outer_operand(a, b):
             freq, positions = b, a
-        if freq is None or positions is None or "timestep" in frame.scope.symbol.lower() \
-                or "timestep" in (positions.param or ""):
-            # A diffusion model's sinusoidal timestep embedding has a phase's arithmetic but rotates nothing.
+        if freq is None or positions is None or (("timestep" in frame.scope.symbol.lower()
+                                                  or "timestep" in (positions.param or ""))
+                                                 and not _ROTARY_NAMED.search(frame.scope.symbol)):
+            # A diffusion model's sinusoidal timestep embedding has a phase's arithmetic but rotates nothing
+            # (a ``TimestepRotary`` over a policy's timesteps does rotate).
             return None
         guard = frame.guards[-1] if frame.guards else None
         if positions.param is not None:
@@ -2441,6 +2514,10 @@ def _dtype_and_device_only(fn: FunctionNode, name: str, given: set[str]) -> bool
     x.shape[-2]`` with ``seq_len`` given)."""
     allowed = {id(n.value) for n in ast.walk(fn) if isinstance(n, ast.Attribute) and n.attr in ("dtype", "device")
                and isinstance(n.value, ast.Name)}
+    # ``t.to(ref)``, ``t.type_as(ref)``: a cast that takes only the dtype and device of ``ref``.
+    allowed |= {id(n.args[0]) for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr in ("to", "type_as") and len(n.args) == 1 and not n.keywords
+                and isinstance(n.args[0], ast.Name)}
     for n in ast.walk(fn):
         if isinstance(n, (ast.IfExp, ast.If)):
             branch = _none_branch(n.test, given)
@@ -2594,6 +2671,20 @@ def call_params(fn: FunctionNode, is_method: bool) -> list[str]:
 def is_runtime_inv_freq(qn: str) -> bool:
     """``qn`` names ropelint's float32 inverse-frequency helper, imported or vendored."""
     return qn.rsplit(".", 1)[-1] in ("inv_freq", "inv_freq_from") and ("ropelint.runtime" in qn or "rope_runtime" in qn)
+
+
+def _ramp_ratio(node: ast.expr) -> bool:
+    """``-torch.arange(n) / n``, ``torch.arange(0, d, 2).float() / d``: a range divided by a size."""
+    while isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
+        return False
+    left = node.left.operand if isinstance(node.left, ast.UnaryOp) else node.left
+    return any(isinstance(n, ast.Call) and (dotted(n.func) or [""])[-1] in ("arange", "linspace")
+               for n in ast.walk(left))
+
+
+_ROTARY_NAMED = re.compile(r"rope|rotar", re.IGNORECASE)
 
 
 def is_trig_call(node: ast.AST) -> bool:

@@ -150,6 +150,7 @@ def _unsafe_because(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, sco
                  if any(s is site for s in (*p.positions.sites, *p.freq.sites))]
     if not consumers:
         if _only_read_as_float32(ctx, site, scope) or _only_fed_to_full_helpers(ctx, site, scope) \
+                or _kept_in_self_read_widened(ctx, site, scope) \
                 or (not (isinstance(dtype, ast.Name) and dtype.id in scope.params)  # else: passed float32 at the call
                     and _returned_to_a_widening_caller(ctx, site, scope)):
             return ""
@@ -257,6 +258,58 @@ def _only_read_as_float32(ctx: RuleContext, site: ast.Call, scope: Scope) -> boo
     widened = {id(node.func.value) for node in ast.walk(scope.node) if isinstance(node, ast.Call)
                and isinstance(node.func, ast.Attribute) and node.func.attr in ("float", "double")} if scope.node else set()
     return only_read_by(ctx, site, scope.node, widened)
+
+
+def _kept_in_self_read_widened(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
+    """``self.inv_freqs = [<site> for theta in thetas]`` (or ``= <site>``) in ``__init__``, a plain attribute,
+    and every read of ``self.inv_freqs`` in the class widens what it reads (``self.inv_freqs[i].to(d).float()``):
+    the class's own code is the only consumer, and it wants float32."""
+    stmt = ctx.model.statement_of.get(id(site))
+    fn = scope.node
+    if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 or not isinstance(fn, ast.FunctionDef) \
+            or fn.name != "__init__" or "." not in scope.symbol:
+        return False
+    target = stmt.targets[0]
+    if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+        return False
+    value = stmt.value.elt if isinstance(stmt.value, (ast.ListComp, ast.GeneratorExp)) else stmt.value
+    if not any(n is site for n in ast.walk(value)):
+        return False
+    info = ctx.model.classes.get(scope.symbol.split(".")[0])
+    if info is None:
+        return False
+    reads = 0
+    for node in ast.walk(info.node):
+        if isinstance(node, ast.Attribute) and node is not target and node.attr == target.attr \
+                and isinstance(node.value, ast.Name) and node.value.id == "self":
+            if isinstance(node.ctx, ast.Store) or not _widened(ctx, node, info.node):
+                return False
+            reads += 1
+    return reads > 0
+
+
+def _widened(ctx: RuleContext, node: ast.AST, within: ast.AST) -> bool:
+    """``node`` reaches ``.float()``/``.double()`` through subscripts and device-only moves (``.to(d)``)."""
+    parents = {id(child): parent for parent in ast.walk(within) for child in ast.iter_child_nodes(parent)}
+    cur = node
+    while True:
+        parent = parents.get(id(cur))
+        if isinstance(parent, ast.Subscript) and parent.value is cur:
+            cur = parent
+            continue
+        if isinstance(parent, ast.Attribute) and parent.value is cur:
+            call = parents.get(id(parent))
+            if not (isinstance(call, ast.Call) and call.func is parent):
+                return False
+            if parent.attr in ("float", "double") and not call.args:
+                return True
+            device_only = parent.attr == "to" and all(k.arg in ("device", "non_blocking") for k in call.keywords) \
+                and all("device" in ctx.code(a) and "dtype" not in ctx.code(a) for a in call.args)
+            if not device_only:
+                return False
+            cur = call
+            continue
+        return False
 
 
 def _returned_to_a_widening_caller(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:

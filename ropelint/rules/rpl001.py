@@ -40,8 +40,8 @@ class IntegerTableCast(Rule):
             if fallback is None:
                 what = f"{what} cast to"
             message = f"{what} the dtype of `{target}`, an integer tensor"
-            if fallback is None and source is None and isinstance(cast.target_expr, ast.Name) \
-                    and cast.target.has(Role.DTYPE):
+            if fallback is None and source is None and cast.target.has(Role.DTYPE) and (
+                    isinstance(cast.target_expr, ast.Name) or _self_attribute(cast.target_expr)):
                 message = f"{what} `{target}`, an integer dtype"  # ``dtype = ... else torch.int32`` ... ``.to(dtype)``
             if cast.method.startswith(("default:", "default-tensor:")):
                 callee = ctx.code(cast.node.func).removeprefix("self.")
@@ -174,6 +174,11 @@ class IntegerTableCast(Rule):
 
 
 _FLOAT64 = re.compile(r"float64|\bdouble\b")
+
+
+def _self_attribute(node: ast.expr | None) -> bool:
+    """``self.dtype``: a dtype the module reports (a property, a config field), not a tensor's."""
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
 
 
 def _dtype_keyword_fix(ctx: RuleContext, cast) -> FixPlan | None:  # type: ignore[no-untyped-def]

@@ -4,9 +4,18 @@ import ast
 
 from ..diagnostics import FixPlan, Replace
 from ..model.interpreter import POSITION_NAMES
-from ..model.names import string_value
+from ..model.names import qualname, string_value
 from ..model.values import Dt, Role
-from .base import Rule, RuleContext, append_keyword, assigned_name, later_loads
+from .base import (
+    Rule,
+    RuleContext,
+    append_keyword,
+    assigned_name,
+    atom_code,
+    cast_receiver,
+    later_loads,
+    spelled_as_tensor,
+)
 from .callsite import caller_dtype_fix
 from .casts import float32_fix
 
@@ -24,6 +33,13 @@ class LowPrecisionInvFreq(Rule):
             message = ("inverse frequencies built from a tensor whose dtype is not fixed to float32: an integer "
                        "arange divided (or a float arange) takes `torch.get_default_dtype()`, which is bfloat16 "
                        "while many frameworks build models")
+            chosen = next((k.value for k in val.site.keywords if k.arg == "dtype"), None) \
+                if isinstance(val.site, ast.Call) else None
+            if chosen is not None and not (qualname(chosen, ctx.imports) or "").startswith("torch."):
+                # ``torch.arange(0, d, 2, dtype=args.dtype)``: the dtype is named, just not float32.
+                message = (f"inverse frequencies built in `{ctx.code(chosen)}`, a dtype chosen at run time, not "
+                           f"fixed to float32 (a model's bfloat16 or float16 reaches it): bfloat16 keeps 8 "
+                           f"significant bits, and the phase error grows with the position")
             fix = float32_fix(ctx, val.site, "inverse frequencies", built.scope)
             if fix is not None and fix.safety == "unsafe":
                 # Built in a dtype the callers pass: passing float32 at this file's calls may be safe.
@@ -57,11 +73,34 @@ class LowPrecisionInvFreq(Rule):
                            FixPlan("safe", f"keep only the move to `{tensor.id}.device`",
                                    (Replace(tensor, f"{tensor.id}.device"),)))
                 continue
+            if cast.target.dtype is Dt.INT and cast.method in ("to", "type_as", "type"):
+                _integer_cast(ctx, self.code, cast)
+                continue
             if not cast.target.dtype.can_be_16bit:
                 continue
             message = ("inverse frequencies cast to a dtype that can be 16-bit: bfloat16 keeps 8 significant bits, "
                        "and the phase error grows with the position (7.3 rad at 4096 for head_dim 128)")
             ctx.report(self.code, cast.node, message, cast.scope, float32_fix(ctx, cast.node, "inverse frequencies", cast.scope))
+
+
+def _integer_cast(ctx: RuleContext, code: str, cast) -> None:  # type: ignore[no-untyped-def]
+    """``self.inv_freq = inv_freq.to(position_ids)`` (a dynamic-NTK refresh): ``Tensor.to(tensor)`` takes the
+    dtype too."""
+    target = ctx.code(cast.target_expr) if cast.target_expr is not None else "an integer dtype"
+    tensor = cast.target_expr if spelled_as_tensor(ctx, cast.target_expr) and cast.method in ("to", "type_as") \
+        and cast.node.args and cast.node.args[0] is cast.target_expr else None
+    named = f"the dtype of `{target}`, an integer tensor" if tensor is not None else f"`{target}`, an integer dtype"
+    message = (f"inverse frequencies cast to {named}: every frequency below 1 truncates to 0, so every later "
+               f"phase, cos and sin is wrong")
+    receiver = cast_receiver(cast.node) or cast.node
+    if tensor is not None:
+        moved = f"{atom_code(ctx, receiver, cast.node)}.to({ctx.code(tensor)}.device)"
+        fix = FixPlan("safe", f"keep only the move to `{ctx.code(tensor)}.device` (the frequencies stay float)",
+                      (Replace(cast.node, moved),))
+    else:
+        fix = FixPlan("safe", "keep the frequencies float (drop the integer cast)",
+                      (Replace(cast.node, atom_code(ctx, receiver, cast.node)),))
+    ctx.report(code, cast.node, message, cast.scope, fix)
 
 
 def _only_stored_unread(ctx: RuleContext, built) -> bool:  # type: ignore[no-untyped-def]
