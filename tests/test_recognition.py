@@ -1934,3 +1934,42 @@ def test_frequencies_in_the_model_dtype_kept_in_self_and_widened_on_every_read()
                                                          "                return self.inv_freqs[i]\n\n"
                                                          "            def forward(")
     assert _found(unwidened) == {(9, "RPL006"): "unsafe"}
+
+
+def test_positions_that_only_reach_phase_helpers_are_safe_to_make_float32():
+    """MMDiT 2-D rope: `_axis_positions` builds `arange(n, dtype=self.inv_freq.dtype)` and returns it (shifted),
+    and every call of it is an argument of `_axis_freqs`, which forms the phase; a text axis hands
+    `arange(txt_len, dtype=self.inv_freq.dtype)` straight to `_axis_freqs`. Both RPL005 fixes are safe. A
+    caller that also keeps the positions (`self.last = self._axis_positions(...)`) makes the first unsafe."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Rope2D(nn.Module):
+            def __init__(self, head_dim=64, theta=10000.0):
+                super().__init__()
+                inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim // 2, 2).float() / (head_dim // 2)))
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+            def _axis_positions(self, n, offset):
+                t = torch.arange(n, dtype=self.inv_freq.dtype)
+                return t + offset
+
+            def _axis_freqs(self, t):
+                freqs = torch.outer(t, self.inv_freq).float()
+                return torch.polar(torch.ones_like(freqs), freqs)
+
+            def forward(self, x, h, txt_len):
+                rows = self._axis_freqs(self._axis_positions(h, txt_len))
+                text = self._axis_freqs(torch.arange(txt_len, dtype=self.inv_freq.dtype))
+                return torch.cat([text, rows]).to(x.device)
+        '''
+    found = _found(source)
+    assert (found[(12, "RPL005")], found[(21, "RPL005")]) == ("safe", "safe")
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert fixed.count("dtype=torch.float32)") == 2 and _found(fixed) == {}
+    kept = source.replace("rows = self._axis_freqs(self._axis_positions(h, txt_len))",
+                          "self.last = self._axis_positions(h, txt_len)\n"
+                          "                rows = self._axis_freqs(self.last)")
+    assert _found(kept)[(12, "RPL005")] == "unsafe"

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
-from .base import Rule, RuleContext
-from .callsite import caller_dtype_fix
+import ast
+
+from ..diagnostics import FixPlan
+from .base import Rule, RuleContext, later_loads
+from .callsite import caller_dtype_fix, calls_of
 from .casts import float32_fix
 
 
@@ -11,6 +14,7 @@ class LowPrecisionPositions(Rule):
     def check(self, ctx: RuleContext) -> None:
         uses = [(p.positions, p.node, p.scope, "the phase") for p in ctx.model.products]
         uses += [(h.arg, h.call, h.scope, f"`{h.callee}`, which forms the phase") for h in ctx.model.helper_positions]
+        helper_calls = {id(h.call) for h in ctx.model.helper_positions}
         for pos, used_at, scope, what in uses:
             if not pos.dtype.can_be_16bit:
                 continue
@@ -18,7 +22,59 @@ class LowPrecisionPositions(Rule):
                 message = (f"positions get a dtype that can be 16-bit here and reach {what} at line "
                            f"{ctx.line_of(used_at)}: bfloat16 cannot tell 256 from 257 (8184..8195 all become 8192)")
                 fix = float32_fix(ctx, site, "positions", scope)
+                if fix is not None and fix.safety == "unsafe" and _only_into_phase_helpers(ctx, site, helper_calls):
+                    fix = FixPlan("safe", "build the positions in float32 (they only reach the helpers that form "
+                                          "the phase)", fix.edits)
                 if fix is not None and fix.safety == "unsafe":
                     # Built in a dtype the callers pass: passing float32 at this file's calls may be safe.
                     fix = caller_dtype_fix(ctx, site) or fix
                 ctx.report(self.code, site, message, scope, fix)
+
+
+def _only_into_phase_helpers(ctx: RuleContext, site: ast.AST, helper_calls: set[int]) -> bool:
+    """The positions go nowhere but into same-file helpers that form the phase from them: ``site`` is itself
+    an argument of such a call (``self._axis_freqs(torch.arange(n, dtype=...))``), or it is what a private
+    function returns (``t = torch.arange(...)``, rescaled, ``return t + offset``) and every call of that function
+    in the file is such an argument (``self._axis_freqs(self._axis_positions(h, ...))``)."""
+    stmt = ctx.model.statement_of.get(id(site))
+    for call in _calls_containing(ctx, stmt):
+        if id(call) in helper_calls and any(a is site for a in call.args):
+            return True
+    owner = _function_of(ctx, stmt)
+    if owner is None or not owner[1].name.startswith("_") or not isinstance(stmt, ast.Assign) \
+            or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name) or stmt.value is not site:
+        return False
+    cls_name, fn = owner
+    name = stmt.targets[0].id
+    for load in later_loads(fn, stmt, name):
+        user = ctx.model.statement_of.get(id(load))
+        rebinds = isinstance(user, ast.Assign) and [ast.unparse(t) for t in user.targets] == [name]
+        if not (isinstance(user, ast.Return) or rebinds or _in_test(fn, load)):
+            return False
+    calls = list(calls_of(ctx, cls_name, fn.name))
+    return bool(calls) and all(any(id(c) in helper_calls and call in c.args for c in ast.walk(caller)
+                                   if isinstance(c, ast.Call)) for caller, call in calls)
+
+
+def _calls_containing(ctx: RuleContext, stmt: ast.AST | None) -> list[ast.Call]:
+    return [n for n in ast.walk(stmt) if isinstance(n, ast.Call)] if stmt is not None else []
+
+
+def _in_test(fn: ast.AST, node: ast.AST) -> bool:
+    """``node`` sits in an ``if``/``while`` test or a comparison: it decides a branch, not a value."""
+    return any(isinstance(n, (ast.If, ast.While, ast.Compare)) and any(m is node for m in ast.walk(
+        n.test if isinstance(n, (ast.If, ast.While)) else n)) for n in ast.walk(fn))
+
+
+def _function_of(ctx: RuleContext, stmt: ast.AST | None):  # type: ignore[no-untyped-def]
+    """(class name or None, function) of the method or module-level function holding ``stmt``."""
+    if stmt is None:
+        return None
+    for info in ctx.model.classes.values():
+        for fn in info.methods.values():
+            if any(n is stmt for n in ast.walk(fn)):
+                return info.name, fn
+    for name, fn in ctx.model.functions.items():
+        if any(n is stmt for n in ast.walk(fn)):
+            return None, fn
+    return None
