@@ -116,7 +116,9 @@ def apply_keeping_dtype(
     """Run ``nn.Module._apply`` (the bound ``super()._apply``) so that the tensors ``module`` holds
     under ``names`` keep their dtype: ``module.half()``, ``.bfloat16()``, ``.to(dtype)`` move them
     to the new device but no longer round them. ``names`` are attribute names of ``module``'s own
-    buffers and parameters; ``{}`` in a name stands for any text (``"{}_inv_freq"``).
+    buffers and parameters; ``{}`` in a name stands for any text (``"{}_inv_freq"``), and a dotted
+    name reaches into a child container (``"inv_freqs.{}"``: every entry of an ``nn.ParameterList``
+    or ``nn.ParameterDict`` held as ``self.inv_freqs``).
 
     A Parameter that requires grad is kept only if ``learnable`` names it too: a learned tensor
     left float32 while the other parameters convert means mixed parameter dtypes (FSDP and ZeRO
@@ -131,14 +133,16 @@ def apply_keeping_dtype(
     patterns = [name.replace("{}", "*") for name in names]
     learned = [name.replace("{}", "*") for name in learnable]
     kept: set[int] = set()
-    for table in (module._buffers, module._parameters):
-        for name, tensor in table.items():
-            if tensor is not None and _named(name, patterns) \
-                    and not (table is module._parameters and tensor.requires_grad and not _named(name, learned)):
-                kept.add(id(tensor))
-                grad = getattr(tensor, "grad", None)
-                if grad is not None:
-                    kept.add(id(grad))
+    for owner, leaf, prefix in _owners(module, patterns):
+        learned_here = [p.rsplit(".", 1)[-1] for p in learned if p.rpartition(".")[0] == prefix]
+        for table in (owner._buffers, owner._parameters):
+            for name, tensor in table.items():
+                if tensor is not None and _named(name, [leaf]) \
+                        and not (table is owner._parameters and tensor.requires_grad and not _named(name, learned_here)):
+                    kept.add(id(tensor))
+                    grad = getattr(tensor, "grad", None)
+                    if grad is not None:
+                        kept.add(id(grad))
     materialised: list[torch.device] = []
 
     def convert(tensor: torch.Tensor) -> torch.Tensor:
@@ -158,6 +162,20 @@ def apply_keeping_dtype(
 
 def _named(name: str, patterns: list[str]) -> bool:
     return any(fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def _owner(module: torch.nn.Module, pattern: str) -> tuple[torch.nn.Module, str, str] | None:
+    """(module holding the tensors, pattern for their own names, path to it): a dotted ``"inv_freqs.*"``
+    names the entries of a child container (``nn.ParameterList``/``nn.ParameterDict``)."""
+    prefix, _, leaf = pattern.rpartition(".")
+    try:
+        return (module.get_submodule(prefix) if prefix else module), leaf, prefix
+    except AttributeError:  # the container is not there (yet): nothing of it to keep
+        return None
+
+
+def _owners(module: torch.nn.Module, patterns: list[str]) -> list[tuple[torch.nn.Module, str, str]]:
+    return [found for found in (_owner(module, p) for p in patterns) if found is not None]
 
 
 def _constructor_call(
@@ -207,16 +225,21 @@ def _rebuild_kept(module: torch.nn.Module, patterns: list[str], device: torch.de
                       f"constructing it again failed: {type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=4)
         return
     with torch.no_grad():
-        for table, theirs in ((module._buffers, fresh._buffers), (module._parameters, fresh._parameters)):
-            for name, tensor in list(table.items()):
-                source = theirs.get(name)
-                if tensor is None or source is None or source.is_meta or not _named(name, patterns):
-                    continue
-                source = source.to(device=tensor.device)
-                if source.shape == tensor.shape and source.dtype == tensor.dtype:
-                    tensor.copy_(source)
-                elif table is module._buffers:
-                    table[name] = source
+        for pattern in patterns:
+            mine, theirs_found = _owner(module, pattern), _owner(fresh, pattern)
+            if mine is None or theirs_found is None:
+                continue
+            owner, leaf, other = mine[0], mine[1], theirs_found[0]
+            for table, theirs in ((owner._buffers, other._buffers), (owner._parameters, other._parameters)):
+                for name, tensor in list(table.items()):
+                    source = theirs.get(name)
+                    if tensor is None or source is None or source.is_meta or not _named(name, [leaf]):
+                        continue
+                    source = source.to(device=tensor.device)
+                    if source.shape == tensor.shape and source.dtype == tensor.dtype:
+                        tensor.copy_(source)
+                    elif table is owner._buffers:
+                        table[name] = source
         # Plain tensor attributes (``self.original_inv_freq = inv_freq``) are not moved by ``to_empty``.
         for name, value in list(vars(module).items()):
             source = vars(fresh).get(name)

@@ -1973,3 +1973,39 @@ def test_positions_that_only_reach_phase_helpers_are_safe_to_make_float32():
                           "self.last = self._axis_positions(h, txt_len)\n"
                           "                rows = self._axis_freqs(self.last)")
     assert _found(kept)[(12, "RPL005")] == "unsafe"
+
+
+def test_frozen_frequencies_in_parameter_containers_are_kept_through_module_casts():
+    """Frequencies held as frozen entries of `nn.ParameterList` / `nn.ParameterDict` are converted by
+    `.bfloat16()` like the module's own Parameters: RPL002, fixed by an `_apply` override that names the
+    container's entries (`"inv_freqs.{}"`), after which nothing is reported. Entries that learn make the
+    fix unsafe."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class DualThetaRotary(nn.Module):
+            def __init__(self, dim=64, local_base=1e4, global_base=1e6):
+                super().__init__()
+                idx = torch.arange(0, dim, 2, dtype=torch.float32) / dim
+                self.inv_freqs = nn.ParameterList([
+                    nn.Parameter(1.0 / (local_base ** idx), requires_grad=False),
+                    nn.Parameter(1.0 / (global_base ** idx), requires_grad=False),
+                ])
+
+            def forward(self, x, position_ids, layer=0):
+                inv_freq = self.inv_freqs[layer].to(device=x.device, dtype=torch.float32)
+                freqs = position_ids[..., None].float() * inv_freq
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    assert _found(source) == {(15, "RPL002"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert '("inv_freqs.{}",)' in fixed and _found(fixed) == {}
+    as_dict = source.replace("nn.ParameterList([", "nn.ParameterDict({").replace("                ])", "                })") \
+        .replace("nn.Parameter(1.0 / (local_base", '"local": nn.Parameter(1.0 / (local_base') \
+        .replace("nn.Parameter(1.0 / (global_base", '"global": nn.Parameter(1.0 / (global_base') \
+        .replace("self.inv_freqs[layer]", 'self.inv_freqs["local" if layer == 0 else "global"]')
+    assert _found(as_dict) == {(15, "RPL002"): "safe"}
+    learned = source.replace("requires_grad=False", "requires_grad=True")
+    assert _found(learned) == {(15, "RPL002"): "unsafe"}

@@ -384,6 +384,40 @@ def test_apply_keeping_dtype_still_moves_devices_and_loads_from_meta() -> None:
     torch.testing.assert_close(module(positions), reference(positions), rtol=0.0, atol=1e-6)
 
 
+class _KeptEntries(torch.nn.Module):
+    """Frequencies held as the entries of a ParameterList and a ParameterDict (Gemma-style local/global)."""
+
+    def __init__(self, dim: int = 64, learn: bool = False) -> None:
+        runtime.remember_arguments(self, locals())
+        super().__init__()
+        local, glob = runtime.inv_freq(dim, 1e4), runtime.inv_freq(dim, 1e6) / 8
+        self.inv_freqs = torch.nn.ParameterList([torch.nn.Parameter(local, requires_grad=learn),
+                                                 torch.nn.Parameter(glob, requires_grad=learn)])
+        self.named = torch.nn.ParameterDict({"inv_freq": torch.nn.Parameter(local.clone(), requires_grad=False)})
+        self.proj = torch.nn.Linear(4, 4)
+
+    def _apply(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return runtime.apply_keeping_dtype(self, super()._apply, fn, ("inv_freqs.{}", "named.inv_freq"),
+                                           *args, **kwargs)
+
+
+def test_apply_keeping_dtype_reaches_the_entries_of_parameter_containers() -> None:
+    """`"inv_freqs.{}"` keeps every entry of the child ParameterList float32 (and `"named.inv_freq"` one
+    entry of a ParameterDict) through `.bfloat16()`; other parameters convert; entries that require grad
+    convert unless named as learnable; a meta-device load rebuilds the kept entries."""
+    reference = _KeptEntries()
+    module = _KeptEntries().bfloat16()
+    assert [p.dtype for p in module.inv_freqs] == [torch.float32, torch.float32]
+    assert module.named["inv_freq"].dtype == torch.float32 and module.proj.weight.dtype == torch.bfloat16
+    assert all(torch.equal(a, b) for a, b in zip(module.inv_freqs, reference.inv_freqs))
+    learned = _KeptEntries(learn=True).bfloat16()
+    assert [p.dtype for p in learned.inv_freqs] == [torch.bfloat16, torch.bfloat16]
+    with torch.device("meta"):
+        lazy = _KeptEntries()
+    lazy.to_empty(device="cpu")
+    assert all(torch.equal(a, b) for a, b in zip(lazy.inv_freqs, reference.inv_freqs))
+
+
 def test_apply_keeping_dtype_module_exports_with_a_dynamic_length() -> None:
     module = _Kept().bfloat16()
     positions = torch.arange(16)[None]

@@ -951,9 +951,13 @@ class Interpreter:
                 return
             # Buffer(...)/Parameter(...) evaluate to their argument, so ``val`` is the held value.
             holder = self._holder_kind(source, val, frame.scope.node)
+            entries = self._parameter_container(source, frame) if holder is None else None
+            if entries is not None:
+                holder = entries
             if holder is not None:
                 kind, persistent, inner, frozen, by_default = holder
-                ref = StateRef(name, kind, source, persistent, frozen, by_default)  # type: ignore[arg-type]
+                ref = StateRef(name, kind, source, persistent, frozen, by_default,  # type: ignore[arg-type]
+                               container=entries is not None)
                 frame.cls.state[name] = StateEntry(ref, inner)
                 self._registered(source, ref, inner, frame)  # type: ignore[arg-type]
             else:
@@ -986,6 +990,35 @@ class Interpreter:
             # ``mat[a, lo:hi] = inv_freq`` makes a (block-diagonal) frequency matrix.
             roles = val.roles & {Role.TABLE, Role.PHASE} or val.roles & {Role.INV_FREQ}
             frame.env[name] = container.evolve(roles=roles)
+
+    def _parameter_container(self, source: ast.stmt | None, frame: Frame) -> Holder | None:
+        """``nn.ParameterList([nn.Parameter(a, requires_grad=False), ...])`` or ``nn.ParameterDict({k:
+        nn.Parameter(...)})``: a module whose entries a dtype cast converts as it does the owner's own Parameters;
+        held as one state of what the entries hold (frozen when every entry is)."""
+        call = getattr(source, "value", None)
+        name = (qualname(call.func, self.imports) or "") if isinstance(call, ast.Call) else ""
+        tail = name.rsplit(".", 1)[-1]
+        if tail not in ("ParameterList", "ParameterDict") or not name.startswith("torch") or not call.args:
+            return None
+        items = call.args[0]
+        elements = items.elts if isinstance(items, (ast.List, ast.Tuple)) else \
+            items.values if isinstance(items, ast.Dict) else []
+        holders = []
+        for element in elements:
+            if not isinstance(element, ast.Call):
+                return None
+            inner = self._eval(element.args[0], frame) if element.args else UNKNOWN
+            holder = self._holder_call(element, inner, frame.scope.node)
+            if holder is None or holder[0] is not StateKind.PARAMETER:
+                return None
+            holders.append(holder)
+        if not holders:
+            return None
+        held = holders[0][2]
+        for holder in holders[1:]:
+            held = join(held, holder[2])
+        return (StateKind.PARAMETER, True, held, all(h[3] for h in holders),
+                all(h[3] or h[4] for h in holders) and any(h[4] for h in holders))
 
     def _holder_kind(self, source: ast.stmt | None, inner: Val, fn: ast.AST | None) -> Holder | None:
         """``nn.Buffer(v, persistent=...)`` / ``nn.Parameter(v)`` on the right-hand side."""

@@ -54,12 +54,16 @@ class StateRef:
     frozen: bool = False  # a Parameter built with requires_grad=False: it cannot be learned
     # requires_grad follows a constructor argument that defaults to False: frozen unless asked to learn
     frozen_by_default: bool = False
+    # ``nn.ParameterList([...])`` / ``nn.ParameterDict({...})`` of Parameters: the entries are the state
+    container: bool = False
 
     @property
     def follows_module_casts(self) -> bool:
         return self.kind in (StateKind.BUFFER, StateKind.PARAMETER)
 
     def describe(self) -> str:
+        if self.container:
+            return "container of Parameters"
         if self.kind is StateKind.BUFFER:
             return "buffer" if self.persistent else "non-persistent buffer"
         return self.kind.value

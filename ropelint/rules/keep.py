@@ -246,7 +246,8 @@ def _names(ctx: RuleContext, info, ref: StateRef) -> list[str]:  # type: ignore[
     # State that feeds a phase counts whatever its own role (LongRoPE's ``short_factor``/``long_factor``).
     feeding = {read.ref.name for used in (*ctx.model.products, *ctx.model.helper_freqs)
                for read in (used.freq.reads if isinstance(used, Product) else used.arg.reads)}
-    return list(dict.fromkeys(reg.ref.name for reg in ctx.model.registrations
+    # The entries of a ``nn.ParameterList``/``nn.ParameterDict`` are reached through the container's name.
+    return list(dict.fromkeys(reg.ref.name + (".{}" if reg.ref.container else "") for reg in ctx.model.registrations
                               if reg.scope.symbol.split(".")[0] == info.name
                               and (reg.ref is ref or reg.ref.follows_module_casts
                                    and (reg.value.roles & ROTARY or (reg.ref.name in feeding
