@@ -39,7 +39,10 @@ class Case:
             state = f"{_SHORT[self.module_dtype]}→f32"
         else:
             state = _SHORT[self.module_dtype]
-        return f"{state} · d{self.head_dim} b{self.base:g} · {self.autocast}"
+        label = f"{state} · d{self.head_dim} b{self.base:g} · {self.autocast}"
+        if self.activation_dtype != ("float32" if self.cast_back or self.control else self.module_dtype):
+            label += f" · {_SHORT[self.activation_dtype]} in"  # activations fed in the autocast dtype
+        return label
 
 
 @dataclass(frozen=True)
