@@ -2009,3 +2009,34 @@ def test_frozen_frequencies_in_parameter_containers_are_kept_through_module_cast
     assert _found(as_dict) == {(15, "RPL002"): "safe"}
     learned = source.replace("requires_grad=False", "requires_grad=True")
     assert _found(learned) == {(15, "RPL002"): "unsafe"}
+
+
+def test_the_dtype_of_cu_seqlens_is_an_integer_dtype():
+    """ModernBERT-style unpadded attention: the cos/sin cache is refreshed with `dtype=cu_seqlens.dtype`
+    (int32 by the varlen kernels' contract), so `torch.cos(freqs).to(dtype)` truncates: RPL001 at the call,
+    fixed by passing float32 (safe). Passing `qkv.dtype` instead is clean."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class UnpaddedRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+                self._cos = self._sin = None
+
+            def _refresh(self, seqlen, device=None, dtype=None):
+                inv = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, device=device, dtype=torch.float32) / self.dim))
+                freqs = torch.outer(torch.arange(seqlen, device=device, dtype=torch.float32), inv)
+                self._cos = torch.cos(freqs).to(dtype)
+                self._sin = torch.sin(freqs).to(dtype)
+
+            def forward(self, qkv, cu_seqlens, max_seqlen):
+                self._refresh(max_seqlen, device=cu_seqlens.device, dtype=cu_seqlens.dtype)
+                return self._cos, self._sin
+        '''
+    assert _found(source) == {(18, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "dtype=torch.float32)" in fixed and _found(fixed) == {}
+    assert _found(source.replace("dtype=cu_seqlens.dtype", "dtype=qkv.dtype")) == {}
