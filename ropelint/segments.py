@@ -28,6 +28,8 @@ SMALL_HELPER_MAX_LINES = 8
 CLASS_PRUNE_MIN_LINES = 120
 # Kept whenever another method of the class is: they define state and how casts treat it.
 _KEEP_METHODS = {"_apply"}
+# ``self.scale ** power``: module state raised to a power (an xPos scale, whose rounding the power multiplies).
+_STATE_POWER = re.compile(r"self\.\w+\s*\*\*")
 
 
 _FILE_WORDS_BYTES = tuple(word.encode() for word in _FILE_WORDS)
@@ -222,7 +224,8 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
         # Inside a class, any method that speaks of frequencies or phases may carry them between
         # methods (``self._precompute_freqs_cis()``), so the vocabulary alone keeps it.
         if name.group(1) in _KEEP_METHODS or (_rotary_vocabulary(text) and "return" in text) \
-                or any(call in text for call in kept_functions) or _interesting(text, head, stop - start, method=True):
+                or any(call in text for call in kept_functions) or _interesting(text, head, stop - start, method=True) \
+                or ("**" in text and _STATE_POWER.search(text) is not None):
             kept.append((start, stop))
             any_method = any_method or name.group(1) not in _KEEP_METHODS
             if _takes_dtype(text) or _returns_cast_tables(text):

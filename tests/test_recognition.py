@@ -2040,3 +2040,49 @@ def test_the_dtype_of_cu_seqlens_is_an_integer_dtype():
     fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "dtype=torch.float32)" in fixed and _found(fixed) == {}
     assert _found(source.replace("dtype=cu_seqlens.dtype", "dtype=qkv.dtype")) == {}
+
+
+XPOS = '''\
+    import torch
+    from torch import nn
+    from einops import rearrange
+
+
+    class XposRotary(nn.Module):
+        def __init__(self, dim=64, theta=10000.0, scale_base=512):
+            super().__init__()
+            self.inv_freq = [1.0 / (theta ** (i / dim)) for i in range(0, dim, 2)]
+            self.scale_base = scale_base
+            self.register_buffer("scale", (torch.arange(0, dim, 2) + 0.4 * dim) / (1.4 * dim), persistent=False)
+
+        def get_scale(self, t):
+            power = (t - len(t) // 2) / self.scale_base
+            return self.scale ** rearrange(power, "n -> n 1")
+    '''
+
+
+def test_an_xpos_scale_buffer_raised_to_a_position_power_is_kept_float32():
+    """`self.scale ** rearrange(power, ...)` with `power` growing with the position: a float buffer that
+    `.bfloat16()` rounds, the power multiplying the error (RPL002, safe `_apply` keep fix). The fixed module,
+    converted to bfloat16, gives the float64 scale to float32 precision (the original is off by percents)."""
+    assert _found(XPOS) == {(15, "RPL002"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(XPOS), ALL, unsafe=False).fixed
+    assert '("scale",)' in fixed and _found(fixed) == {}
+    torch = pytest.importorskip("torch")
+    scope: dict = {}
+    # einops is not a dependency: an identity-shaped stand-in for the one pattern used.
+    exec(compile(fixed.replace("from einops import rearrange",
+                               "rearrange = lambda p, pattern: p[:, None]"), "fixed.py", "exec"), scope)
+    original: dict = {}
+    exec(compile(textwrap.dedent(XPOS).replace("from einops import rearrange",
+                                               "rearrange = lambda p, pattern: p[:, None]"), "orig.py", "exec"), original)
+    t = torch.arange(32768, dtype=torch.float32)
+    scale64 = (torch.arange(0, 64, 2, dtype=torch.float64) + 25.6) / 89.6
+    reference = scale64 ** ((t.double() - 16384) / 512)[:, None]
+    for namespace, bound in ((scope, 1e-5), (original, None)):
+        module = namespace["XposRotary"]().bfloat16()
+        relative = ((module.get_scale(t).double() - reference) / reference).abs().max().item()
+        if bound is None:
+            assert relative > 0.05
+        else:
+            assert relative < bound

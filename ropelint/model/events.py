@@ -76,6 +76,16 @@ class TrigInHelper:
 
 
 @dataclass(frozen=True)
+class ScalePower:
+    """Module state raised to a position-sized power (xPos: ``self.scale ** power``, ``power`` growing with the
+    position): a cast's rounding of the base is multiplied by the power."""
+
+    node: ast.AST
+    base: Val
+    scope: Scope
+
+
+@dataclass(frozen=True)
 class Registration:
     """Module state registered from a rotary value."""
 

@@ -23,6 +23,7 @@ from .events import (
     InvFreqBuilt,
     Product,
     Registration,
+    ScalePower,
     Scope,
     Trig,
     TrigInHelper,
@@ -240,6 +241,8 @@ class FileModel:
     helper_positions: list[TrigInHelper] = field(default_factory=list)
     # Module state handed to a same-file function that uses it as the frequencies of its phase.
     helper_freqs: list[TrigInHelper] = field(default_factory=list)
+    # Module state raised to a power that grows with the position (xPos scales).
+    scale_powers: list[ScalePower] = field(default_factory=list)
     registrations: list[Registration] = field(default_factory=list)
     inv_freqs: list[InvFreqBuilt] = field(default_factory=list)
     guards: list[Guard] = field(default_factory=list)
@@ -1460,6 +1463,9 @@ class Interpreter:
             first = self._first_state(pos[0], frame)  # ``next(self.buffers()).dtype``
             if first is not None:
                 return first
+        if qn in ("einops.rearrange", "einops.repeat") and arguments:
+            # A reshaping: the values, their dtype and what they mean stay (``rearrange(power, 'n -> n 1')``).
+            return arguments[0].evolve(last_is_one=False, second_last_is_one=False, vector=False)
         if isinstance(func, ast.Name) and func.id in ("int", "len", "round"):
             return Val(frozenset({Role.SCALAR}), literal=0)  # an int: adding it keeps an integer tensor integer
         if isinstance(func, ast.Name) and func.id[:1].isupper() and (pos or kw) and func.id not in self.model.classes:
@@ -2284,6 +2290,10 @@ class Interpreter:
         # stop made the range look like (``arange(n)`` reads as positions).
         ramp = exponent.has(Role.POSITIONS) and isinstance(node, ast.BinOp) and _ramp_ratio(node.right) \
             and not base.roles - {Role.SCALAR}
+        if exponent.has(Role.POSITIONS) and any(read.follows_module_casts for read in base.reads) \
+                and not base.roles & {Role.PHASE, Role.TABLE} and not self._metadata_read:
+            # ``self.scale ** power`` with ``power = (t - n // 2) / scale_base`` (xPos).
+            self.model.scale_powers.append(ScalePower(node, base, frame.scope))
         if (exponent.has(Role.ARANGE) and (exponent.scaled or log_spaced) or ramp) and not base.has(Role.ARANGE):
             dt, site = exponent.dtype, exponent.site
             if dt is Dt.INT:

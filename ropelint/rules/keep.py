@@ -246,6 +246,7 @@ def _names(ctx: RuleContext, info, ref: StateRef) -> list[str]:  # type: ignore[
     # State that feeds a phase counts whatever its own role (LongRoPE's ``short_factor``/``long_factor``).
     feeding = {read.ref.name for used in (*ctx.model.products, *ctx.model.helper_freqs)
                for read in (used.freq.reads if isinstance(used, Product) else used.arg.reads)}
+    feeding |= {read.ref.name for power in ctx.model.scale_powers for read in power.base.reads}  # xPos scales
     # The entries of a ``nn.ParameterList``/``nn.ParameterDict`` are reached through the container's name.
     return list(dict.fromkeys(reg.ref.name + (".{}" if reg.ref.container else "") for reg in ctx.model.registrations
                               if reg.scope.symbol.split(".")[0] == info.name

@@ -28,12 +28,29 @@ class InvFreqInModuleState(Rule):
             for read in product.freq.reads:
                 if read.follows_module_casts and not self._repaired(ctx, product.scope.symbol, read.ref.name):
                     self._report(ctx, product, read)
+        for power in ctx.model.scale_powers:
+            for read in power.base.reads:
+                if read.follows_module_casts and not self._repaired(ctx, power.scope.symbol, read.ref.name):
+                    self._report_scale(ctx, power, read)
         for handed in ctx.model.helper_freqs:
             if handed.scope.symbol.endswith(".__init__"):
                 continue  # read while the module is built, before any cast could round it
             for read in handed.arg.reads:
                 if read.follows_module_casts and not self._repaired(ctx, handed.scope.symbol, read.ref.name):
                     self._report_handed(ctx, handed, read)
+
+    def _report_scale(self, ctx: RuleContext, power, read: StateRead) -> None:  # type: ignore[no-untyped-def]
+        """xPos: ``self.scale ** power`` with ``power`` growing with the position; a cast rounds the base by up
+        to 2**-9 (bfloat16), and the power multiplies that relative error (by 29 at position 30000 with
+        ``scale_base=512``): the keep fix leaves the base as built."""
+        ref = read.ref
+        message = (f"`self.{ref.name}` ({ref.describe()} registered at line {ctx.line_of(ref.node)}) is raised to "
+                   f"a power that grows with the position (line {ctx.line_of(power.node)}, an xPos scale); "
+                   f"`module.bfloat16()`/`.half()` round it, and the power multiplies that relative error")
+        fix, why = keep_fix(ctx, ref, "the scale base")
+        if fix is None and why:
+            message += f" (no automatic fix: {why})"
+        ctx.report(self.code, read.node, message, power.scope, fix)
 
     def _report_handed(self, ctx: RuleContext, handed, read: StateRead) -> None:  # type: ignore[no-untyped-def]
         """State passed to a same-file function that forms the phase from it (``build_pos_embed(bands=self.bands)``):
