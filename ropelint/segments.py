@@ -27,7 +27,7 @@ WRAPPER_MAX_LINES = 40
 SMALL_HELPER_MAX_LINES = 8
 CLASS_PRUNE_MIN_LINES = 120
 # Kept whenever another method of the class is: they define state and how casts treat it.
-_KEEP_METHODS = {"_apply"}
+_KEEP_METHODS = {"_apply", "dtype"}  # ``dtype``: a property that tables are cast to
 # ``self.scale ** power``: module state raised to a power (an xPos scale, whose rounding the power multiplies).
 _STATE_POWER = re.compile(r"self\.\w+\s*\*\*")
 

@@ -2086,3 +2086,112 @@ def test_an_xpos_scale_buffer_raised_to_a_position_power_is_kept_float32():
             assert relative > 0.05
         else:
             assert relative < bound
+
+
+def test_false_positive_stress_float64_matmul_asserted_float32_and_a_pinned_dtype_property():
+    """Correct code that looked wrong: a matmul of float64 operands (autocast leaves float64 alone: measured
+    below), positions built in `x.dtype` after `assert x.dtype == torch.float32`, and frequencies built in
+    `dtype=self.dtype` where `dtype` is a property returning `torch.float32`. None is reported; the same
+    code with float32 operands, no assert, or a property returning the model dtype is."""
+    torch = pytest.importorskip("torch")
+    a, b = torch.randn(4, 1, dtype=torch.float64), torch.randn(1, 3, dtype=torch.float64)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.matmul(a, b).dtype == torch.float64 and torch.matmul(a.float(), b.float()).dtype == torch.bfloat16
+    matmul = '''\
+        import torch
+        from torch import nn
+
+
+        class MegatronRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0, factor=None):
+                super().__init__()
+                self.factor = factor
+                self.inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+
+            def forward(self, n):
+                seq = torch.arange(n, dtype=torch.float64)
+                if self.factor is not None:
+                    seq = seq * (1.0 / self.factor)
+                freqs = torch.matmul(seq.unsqueeze(1), self.inv_freq.to(torch.float64).unsqueeze(0))
+                return freqs.to(torch.float32)
+        '''
+    assert _found(matmul) == {}
+    assert set(_found(matmul.replace("torch.float64", "torch.float32"))) == {(15, "RPL003")}
+
+    asserted = '''\
+        import torch
+
+
+        def apply_rope(inputs, positions, max_wavelength=10000.0):
+            x = inputs.float()
+            assert x.dtype == torch.float32
+            fraction = 2 * torch.arange(0, x.shape[-1] // 2, dtype=x.dtype) / x.shape[-1]
+            timescale = max_wavelength ** fraction
+            angles = positions.to(dtype=x.dtype)[..., None] / timescale
+            return angles.cos(), angles.sin()
+        '''
+    assert _found(asserted) == {}
+    assert _found(asserted.replace("x = inputs.float()", "x = inputs").replace(
+        "            assert x.dtype == torch.float32\n", "")) != {}
+
+    pinned = '''\
+        import torch
+        from torch import nn
+
+
+        def freq_bands(num_bands, temperature=10000.0, dtype=torch.float32):
+            exp = torch.arange(0, num_bands, 2, dtype=torch.int64).to(dtype) / num_bands
+            return 1.0 / (temperature ** exp)
+
+
+        class RotaryCat(nn.Module):
+            def __init__(self, dim=64):
+                super().__init__()
+                self.dim = dim
+
+            @property
+            def dtype(self):
+                return torch.float32
+
+            def get_embed(self, n):
+                bands = freq_bands(self.dim, dtype=self.dtype)
+                pos = torch.arange(n, dtype=torch.float32)[:, None] * bands
+                return torch.cat([pos.sin(), pos.cos()], -1)
+        '''
+    assert _found(pinned) == {}
+    assert _found(pinned.replace("return torch.float32", "return self.proj.weight.dtype")) != {}
+
+
+def test_an_apply_override_that_only_widens_after_the_cast_repairs_nothing():
+    """`_apply` that calls `super()._apply(fn)` and then `self.inv_freq = self.inv_freq.float()` widens values
+    the cast already rounded: RPL002 still reported, and the fix routes the override's `super()._apply` through
+    the runtime helper. An override that rebuilds the buffer (`self.inv_freq = self._build()`) is a repair."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class QwenRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+                self.register_buffer("inv_freq", self._build(), persistent=False)
+
+            def _build(self):
+                return 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+
+            def _apply(self, fn, recurse=True):
+                super()._apply(fn, recurse)
+                self.inv_freq = self.inv_freq.float()
+                return self
+
+            def forward(self, x, position_ids):
+                freqs = position_ids[..., None].float() * self.inv_freq.float()
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    assert _found(source) == {(20, "RPL002"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert 'rope_runtime.apply_keeping_dtype(self, super()._apply, fn, ("inv_freq",), recurse)' in fixed
+    assert _found(fixed) == {}
+    rebuilt = source.replace("self.inv_freq = self.inv_freq.float()", "self.inv_freq = self._build().to(self.inv_freq.device)")
+    assert _found(rebuilt) == {}

@@ -353,6 +353,12 @@ def _dtype_of_param(node: ast.AST, scope: Scope) -> ast.Attribute | None:
 
 def _asserted_full_dtype(test: ast.expr) -> str | None:
     """``name`` in ``assert name in (torch.float32, torch.float64)`` or ``assert name == torch.float32``."""
+    if isinstance(test, ast.Compare) and isinstance(test.left, ast.Attribute) and test.left.attr == "dtype" \
+            and isinstance(test.left.value, ast.Name):
+        # ``assert x.dtype == torch.float32``: the tensor ``x`` (``x.dtype``'s owner) is float32 past it.
+        found = _asserted_full_dtype(ast.Compare(left=ast.Name(id="_", ctx=ast.Load()), ops=test.ops,
+                                                 comparators=test.comparators))
+        return f"{test.left.value.id}.dtype" if found is not None else None
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)):
         return None
     right = test.comparators[0]
@@ -587,11 +593,17 @@ class Interpreter:
                     found.append(name)
         return found
 
-    @staticmethod
-    def _kept(info: ClassInfo, state: str) -> bool:
-        """An ``_apply`` override in the class hierarchy names the state: module casts leave its dtype."""
+    def _kept(self, info: ClassInfo, state: str) -> bool:
+        """An ``_apply`` override in the class hierarchy names the state: module casts leave its dtype. One
+        that only widens it after ``super()._apply`` (``self.inv_freq = self.inv_freq.float()``) keeps nothing:
+        the values were rounded before."""
         text = info.apply_text
-        return bool(text) and re.search(rf"(?<![\w{{]){re.escape(state)}(?!\w)", text) is not None  # type: ignore[arg-type]
+        if not text or re.search(rf"(?<![\w{{]){re.escape(state)}(?!\w)", text) is None:
+            return False
+        overrides = [cls.methods["_apply"] for cls in self._mro(info) if "_apply" in cls.methods]
+        pattern = re.compile(rf"(?<![\w{{]){re.escape(state)}(?!\w)")
+        return any(pattern.search(self.spans.text(fn)) is not None and not _only_widens(fn, state)
+                   for fn in overrides)
 
     def _method_summary(self, info: ClassInfo, name: str) -> Summary:
         found = self._find_method(info, name)
@@ -791,7 +803,11 @@ class Interpreter:
             self._eval(stmt.value, frame)
         elif isinstance(stmt, ast.Assert):
             narrowed = _asserted_full_dtype(stmt.test)
-            if narrowed is not None and narrowed in frame.env and frame.env[narrowed].has(Role.DTYPE):
+            if narrowed is not None and narrowed.endswith(".dtype") and narrowed[:-6] in frame.env:
+                tensor = narrowed[:-6]
+                if frame.env[tensor].dtype in (Dt.RUNTIME, Dt.UNKNOWN, Dt.LOW):
+                    frame.env[tensor] = frame.env[tensor].evolve(dtype=Dt.FULL, site=None, earlier_sites=())
+            elif narrowed is not None and narrowed in frame.env and frame.env[narrowed].has(Role.DTYPE):
                 # ``assert dtype in [torch.float64, torch.float32]``: past this line it is a full dtype.
                 frame.env[narrowed] = frame.env[narrowed].evolve(dtype=Dt.FULL, site=None)
         elif isinstance(stmt, ast.Return):
@@ -2185,7 +2201,7 @@ class Interpreter:
                         self._calls_by_name.setdefault(name, []).append(node)
         name = fn.name
         public = not name.startswith("_") or name.startswith("__")
-        if public and not re.search(r"inv_freq|frequenc|freqs|rope|rotary|_cis|sincos|cos_sin", name):
+        if public and not re.search(r"inv_freq|freq|rope|rotary|_cis|sincos|cos_sin", name):
             # Callers elsewhere may pass any dtype. A public builder of inverse frequencies or rotary tables
             # (``yarn_inv_freq(..., dtype=torch.float32)``, ``precompute_freqs_cis(..., dtype=torch.float32)``)
             # returns them in that dtype by contract.
@@ -2200,9 +2216,23 @@ class Interpreter:
             given = next((k.value for k in call.keywords if k.arg == param), None)
             if given is None and index is not None and index < len(call.args):
                 given = call.args[index]
-            if given is not None and not (isinstance(given, ast.Attribute) and given.attr in ("float32", "float")):
+            if given is not None and not (isinstance(given, ast.Attribute) and given.attr in ("float32", "float")) \
+                    and not self._float32_property(given):
                 return False
         return bool(calls)
+
+    def _float32_property(self, node: ast.expr) -> bool:
+        """``self.dtype`` where every class of the file that defines ``dtype`` makes it a property returning
+        ``torch.float32`` (timm's rotary classes pin their tables' dtype this way)."""
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"):
+            return False
+        found = [info.methods[node.attr] for info in self.model.classes.values() if node.attr in info.methods]
+        return bool(found) and all(
+            any(dotted(d)[-1:] == ["property"] for d in fn.decorator_list) and len(fn.body) >= 1
+            and isinstance(fn.body[-1], ast.Return) and isinstance(fn.body[-1].value, ast.Attribute)
+            and fn.body[-1].value.attr in ("float32", "float")
+            and all(isinstance(st, (ast.Expr, ast.Return)) for st in fn.body)  # a docstring at most
+            for fn in found)
 
     def _indexed_by(self, call: ast.Call, arg: ast.expr) -> bool:
         """``call`` is subscripted with ``arg`` itself (the same name) in the statement being evaluated."""
@@ -2715,6 +2745,25 @@ def call_params(fn: FunctionNode, is_method: bool) -> list[str]:
 def is_runtime_inv_freq(qn: str) -> bool:
     """``qn`` names ropelint's float32 inverse-frequency helper, imported or vendored."""
     return qn.rsplit(".", 1)[-1] in ("inv_freq", "inv_freq_from") and ("ropelint.runtime" in qn or "rope_runtime" in qn)
+
+
+def _only_widens(fn: ast.AST, state: str) -> bool:
+    """Every mention of ``self.<state>`` in ``fn`` is ``self.<state> = self.<state>.float()`` (or ``.to(float32)``,
+    ``.double()``): a cast of values the conversion already rounded. True when it is not mentioned at all."""
+    allowed: set[int] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and _self_attr(node.targets[0]) == state \
+                and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) \
+                and _self_attr(node.value.func.value) == state and (
+                    node.value.func.attr in ("float", "double")
+                    or (node.value.func.attr == "to" and all(
+                        (dotted(a) or [""])[-1] in ("float32", "float", "float64", "double")
+                        for a in (*node.value.args, *(k.value for k in node.value.keywords if k.arg == "dtype"))))):
+            allowed.update(id(n) for n in (node.targets[0], node.value.func.value))
+    if any(isinstance(n, ast.Constant) and isinstance(n.value, str) and state in n.value for n in ast.walk(fn)):
+        return False  # named in a string: ``apply_keeping_dtype(self, super()._apply, fn, ("inv_freq",))``
+    mentions = [n for n in ast.walk(fn) if isinstance(n, ast.Attribute) and _self_attr(n) == state]
+    return bool(mentions) and all(id(n) in allowed for n in mentions)
 
 
 def _ramp_ratio(node: ast.expr) -> bool:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from ..diagnostics import FixPlan, Replace
 from ..model.events import Product
@@ -388,9 +389,37 @@ class MatmulPhase(Rule):
         for product in ctx.model.products:
             if product.form not in MATMUL_FORMS or product.guard is not None:
                 continue
+            if all(_float64_operand(ctx, node, product.scope) for node in product.operands[:2]) \
+                    and len(product.operands) >= 2:
+                continue  # autocast leaves float64 operands alone (measured: matmul stays float64 under it)
             kind = {"matmul": "a matmul", "linear": "`F.linear` (a matmul)",
                     "tensordot": "`tensordot` (a matmul)"}.get(product.form,
                                                                                "an einsum that sums an index")
             message = (f"phase formed by {kind}: under autocast it runs in bfloat16/float16 even with float32 "
                        f"inputs (phase error 235 rad at position 131071); use an elementwise product")
             ctx.report(self.code, product.node, message, product.scope, elementwise_rewrite(ctx, product))
+
+
+def _float64_operand(ctx: RuleContext, node: ast.AST | None, scope) -> bool:  # type: ignore[no-untyped-def]
+    """``seq.unsqueeze(1)`` with ``seq = torch.arange(..., dtype=torch.float64)``, ``f.to(torch.float64)``,
+    ``x.double()``: an operand the source makes float64 (followed through one local assignment)."""
+    if node is None:
+        return False
+    text = ctx.code(node)
+    if _F64.search(text):
+        return True
+    root = node
+    while isinstance(root, (ast.Call, ast.Attribute, ast.Subscript)):
+        root = root.func if isinstance(root, ast.Call) else root.value
+    if isinstance(root, ast.Name) and scope.node is not None:
+        values = [st.value for st in ast.walk(scope.node) if isinstance(st, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == root.id for t in st.targets)]
+        # ``seq = seq * (1.0 / factor)``: an update of the float64 tensor by a number keeps float64.
+        updates = [v for v in values if any(isinstance(n, ast.Name) and n.id == root.id for n in ast.walk(v))]
+        return any(_F64.search(ctx.code(v)) for v in values) \
+            and all(_F64.search(ctx.code(v)) or v in updates for v in values) \
+            and root.id not in {a.arg for a in getattr(scope.node, "args").args}  # type: ignore[union-attr]
+    return False
+
+
+_F64 = re.compile(r"float64|\.double\(\)")
