@@ -339,8 +339,15 @@ def _tensor_fallback(fn: ast.AST, name: str) -> str | None:
 
 def _assigned_values(fn: ast.AST, name: str) -> list[ast.expr]:
     """The values ``fn`` assigns to the local ``name`` (``name = value`` statements, in walk order)."""
-    return [stmt.value for stmt in ast.walk(fn) if isinstance(stmt, ast.Assign)
-            and [getattr(t, "id", None) for t in stmt.targets] == [name]]
+    # Asked for many names of the same function: one walk, kept on the node (trees are not shared or edited).
+    table = getattr(fn, "_ropelint_assigned", None)
+    if table is None:
+        table = {}
+        for stmt in ast.walk(fn):
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                table.setdefault(stmt.targets[0].id, []).append(stmt.value)
+        fn._ropelint_assigned = table  # type: ignore[attr-defined]
+    return list(table.get(name, ()))
 
 
 def _dtype_of_param(node: ast.AST, scope: Scope) -> ast.Attribute | None:
@@ -2201,7 +2208,7 @@ class Interpreter:
                         self._calls_by_name.setdefault(name, []).append(node)
         name = fn.name
         public = not name.startswith("_") or name.startswith("__")
-        if public and not re.search(r"inv_freq|freq|rope|rotary|_cis|sincos|cos_sin", name):
+        if public and not re.search(r"inv_freq|freq|rope|rotary|_cis|sincos|cos_sin|_t_|grid|coord|pos", name):
             # Callers elsewhere may pass any dtype. A public builder of inverse frequencies or rotary tables
             # (``yarn_inv_freq(..., dtype=torch.float32)``, ``precompute_freqs_cis(..., dtype=torch.float32)``)
             # returns them in that dtype by contract.
