@@ -43,26 +43,27 @@ class InvFreqInModuleState(Rule):
         """xPos: ``self.scale ** power`` with ``power`` growing with the position; a cast rounds the base by up
         to 2**-9 (bfloat16), and the power multiplies that relative error (by 29 at position 30000 with
         ``scale_base=512``): the keep fix leaves the base as built."""
-        ref = read.ref
-        message = (f"`self.{ref.name}` ({ref.describe()} registered at line {ctx.line_of(ref.node)}) is raised to "
-                   f"a power that grows with the position (line {ctx.line_of(power.node)}, an xPos scale); "
-                   f"`module.bfloat16()`/`.half()` round it, and the power multiplies that relative error")
-        fix, why = keep_fix(ctx, ref, "the scale base")
-        if fix is None and why:
-            message += f" (no automatic fix: {why})"
-        ctx.report(self.code, read.node, message, power.scope, fix)
+        self._report_kept(ctx, read, power.scope, "the scale base",
+                          f"is raised to a power that grows with the position (line {ctx.line_of(power.node)}, "
+                          f"an xPos scale); `module.bfloat16()`/`.half()` round it, and the power multiplies that "
+                          f"relative error", noun="")
 
     def _report_handed(self, ctx: RuleContext, handed, read: StateRead) -> None:  # type: ignore[no-untyped-def]
         """State passed to a same-file function that forms the phase from it (``build_pos_embed(bands=self.bands)``):
         the forward rebuild cannot reach into the callee, so the fix keeps the state's dtype."""
+        self._report_kept(ctx, read, handed.scope, "inverse frequencies",
+                          f"are handed to `{handed.callee}`, which forms the phase from them; "
+                          f"`module.bfloat16()`/`.half()` round them and `.float()` at use restores nothing")
+
+    def _report_kept(self, ctx: RuleContext, read: StateRead, scope, what: str, says: str,  # type: ignore[no-untyped-def]
+                     noun: str = "inverse frequencies ") -> None:
+        """A finding at ``read`` whose fix keeps the state's dtype through module casts (``_apply``)."""
         ref = read.ref
-        message = (f"inverse frequencies `self.{ref.name}` ({ref.describe()} registered at line "
-                   f"{ctx.line_of(ref.node)}) are handed to `{handed.callee}`, which forms the phase from them; "
-                   f"`module.bfloat16()`/`.half()` round them and `.float()` at use restores nothing")
-        fix, why = keep_fix(ctx, ref, "inverse frequencies")
+        message = f"{noun}`self.{ref.name}` ({ref.describe()} registered at line {ctx.line_of(ref.node)}) {says}"
+        fix, why = keep_fix(ctx, ref, what)
         if fix is None and why:
             message += f" (no automatic fix: {why})"
-        ctx.report(self.code, read.node, message, handed.scope, fix)
+        ctx.report(self.code, read.node, message, scope, fix)
 
     def _report(self, ctx: RuleContext, product: Product, read: StateRead) -> None:
         ref = read.ref
