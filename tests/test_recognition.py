@@ -2195,3 +2195,40 @@ def test_an_apply_override_that_only_widens_after_the_cast_repairs_nothing():
     assert _found(fixed) == {}
     rebuilt = source.replace("self.inv_freq = self.inv_freq.float()", "self.inv_freq = self._build().to(self.inv_freq.device)")
     assert _found(rebuilt) == {}
+
+
+def test_a_grid_that_is_integer_on_one_path_makes_its_dtype_an_integer_dtype():
+    """ViTDet-style grid: `torch.arange` coordinates (int64), rescaled to float only when the fine-tune grid
+    differs from the pre-train one; tables cast to `grid.dtype` truncate on the default path: RPL001 (safe:
+    the tables stay float32). A grid made float on every path is clean."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def make_grid(pt, ft):
+            ys, xs = torch.arange(ft[0]), torch.arange(ft[1])
+            grid = torch.stack(torch.meshgrid(ys, xs, indexing="ij")).flatten(1)
+            if tuple(ft) != tuple(pt):
+                grid = grid * torch.tensor([pt[0] / ft[0], pt[1] / ft[1]])[:, None]
+            return grid
+
+
+        class GridRotary(nn.Module):
+            def __init__(self, head_dim=64, pt=(16, 16), theta=10000.0):
+                super().__init__()
+                self.pt = pt
+                self.freqs = [theta ** (-i / (head_dim // 4)) for i in range(head_dim // 4)]
+
+            def forward(self, hw):
+                grid = make_grid(self.pt, hw)
+                freqs = torch.tensor(self.freqs, dtype=torch.float32)
+                angles = torch.cat([grid[0, :, None] * freqs, grid[1, :, None] * freqs], dim=-1)
+                return angles.cos().to(dtype=grid.dtype), angles.sin().to(dtype=grid.dtype)
+        '''
+    assert _found(source) == {(23, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "return angles.cos(), angles.sin()" in fixed and _found(fixed) == {}
+    always_float = source.replace("grid = torch.stack(torch.meshgrid(ys, xs, indexing=\"ij\")).flatten(1)",
+                                  "grid = torch.stack(torch.meshgrid(ys, xs, indexing=\"ij\")).flatten(1).float()")
+    assert _found(always_float) == {}

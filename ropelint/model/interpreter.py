@@ -2559,6 +2559,8 @@ def _dtype_of(base: Val) -> Val:
     if dt is Dt.UNKNOWN and not base.has(Role.SCALAR) and not plain_attribute:
         # The dtype of a tensor nothing is known about is decided at run time.
         dt = Dt.RUNTIME
+    if dt is Dt.RUNTIME and base.may_be_int and not base.roles & {Role.INV_FREQ, Role.PHASE, Role.TABLE}:
+        dt = Dt.INT  # integer on one of the paths that reach here: a table cast to it truncates there
     if base.read is not None and base.read.follows_module_casts and dt is not Dt.INT:
         dt = Dt.RUNTIME
     return dtype_val(dt, site=None, read=base.read).evolve(param=base.param)

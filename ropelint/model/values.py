@@ -114,6 +114,9 @@ class Val:
     # On a dtype that is ``dtype or positions.dtype``: the tensor parameter whose dtype a call without
     # the dtype argument gets.
     fallback_param: str | None = None
+    # Integer on some path (``grid = arange(...)``, rescaled to float only ``if`` the shapes differ): its
+    # ``.dtype`` can be an integer dtype even though the join says run time.
+    may_be_int: bool = False
 
     @property
     def reads(self) -> tuple[StateRead, ...]:
@@ -170,4 +173,6 @@ def join(a: Val, b: Val) -> Val:
         param=a.param if a.param == b.param else None,
         product=a.product or b.product,
         dtype_param=a.dtype_param if a.dtype_param == b.dtype_param else None,
+        may_be_int=dtype is not Dt.INT and any((v.dtype is Dt.INT or v.may_be_int) and not v.has(Role.SCALAR)
+                                               and not v.has(Role.DTYPE) for v in (a, b)),
     )

@@ -41,7 +41,8 @@ class IntegerTableCast(Rule):
                 what = f"{what} cast to"
             message = f"{what} the dtype of `{target}`, an integer tensor"
             if fallback is None and source is None and cast.target.has(Role.DTYPE) and (
-                    isinstance(cast.target_expr, ast.Name) or _self_attribute(cast.target_expr)):
+                    isinstance(cast.target_expr, ast.Name) or _self_attribute(cast.target_expr)
+                    or target.endswith(".dtype")):  # ``grid.dtype`` of a local that is int64 on some path
                 message = f"{what} `{target}`, an integer dtype"  # ``dtype = ... else torch.int32`` ... ``.to(dtype)``
             if cast.method.startswith(("default:", "default-tensor:")):
                 callee = ctx.code(cast.node.func).removeprefix("self.")
