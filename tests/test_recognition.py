@@ -1800,6 +1800,12 @@ def test_a_dtype_property_reporting_the_first_buffer_and_trig_functions_taken_fr
     float_first = grid.replace('self.register_buffer("grid"', 'self.register_buffer("scale", torch.ones(1))\n'
                                                               '                self.register_buffer("grid"')
     assert _found(float_first) == {}
+    # timm-style: the first buffer's dtype in a loop, the default dtype when there is none: integer on a path.
+    looped = grid.replace("                return next(self.buffers()).dtype\n",
+                          "                for buf in self.buffers():\n"
+                          "                    return buf.dtype\n"
+                          "                return torch.get_default_dtype()\n")
+    assert _found(looped) == {(21, "RPL001"): "safe"}
 
     refresh = '''\
         import torch

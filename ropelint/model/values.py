@@ -174,5 +174,5 @@ def join(a: Val, b: Val) -> Val:
         product=a.product or b.product,
         dtype_param=a.dtype_param if a.dtype_param == b.dtype_param else None,
         may_be_int=dtype is not Dt.INT and any((v.dtype is Dt.INT or v.may_be_int) and not v.has(Role.SCALAR)
-                                               and not v.has(Role.DTYPE) for v in (a, b)),
+                                               for v in (a, b)),
     )

@@ -27,7 +27,9 @@ class IntegerTableCast(Rule):
                 continue
             maybe = cast.target.dtype is not Dt.INT and (positions_dtype(cast) or _phase_source_dtype(ctx, cast))
             fallback = _integer_fallback(ctx, cast)
-            if cast.target.dtype is not Dt.INT and not maybe and fallback is None:
+            # ``return buf.dtype`` in a loop over ``self.buffers()``, else the default dtype: integer on one path.
+            some_path = cast.target.may_be_int and cast.target.has(Role.DTYPE)
+            if cast.target.dtype is not Dt.INT and not maybe and fallback is None and not some_path:
                 continue
             what = "phase" if cast.receiver.has(Role.PHASE) else "cos/sin table"
             target = ctx.code(cast.target_expr) if cast.target_expr is not None else "an integer dtype"
@@ -43,7 +45,8 @@ class IntegerTableCast(Rule):
             if fallback is None and source is None and cast.target.has(Role.DTYPE) and (
                     isinstance(cast.target_expr, ast.Name) or _self_attribute(cast.target_expr)
                     or target.endswith(".dtype")):  # ``grid.dtype`` of a local that is int64 on some path
-                message = f"{what} `{target}`, an integer dtype"  # ``dtype = ... else torch.int32`` ... ``.to(dtype)``
+                kind = "an integer dtype" if cast.target.dtype is Dt.INT else "an integer dtype on some paths"
+                message = f"{what} `{target}`, {kind}"  # ``dtype = ... else torch.int32`` ... ``.to(dtype)``
             if cast.method.startswith(("default:", "default-tensor:")):
                 callee = ctx.code(cast.node.func).removeprefix("self.")
                 name = cast.method.split(":", 1)[1]
