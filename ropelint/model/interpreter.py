@@ -605,10 +605,10 @@ class Interpreter:
         that only widens it after ``super()._apply`` (``self.inv_freq = self.inv_freq.float()``) keeps nothing:
         the values were rounded before."""
         text = info.apply_text
-        if not text or re.search(rf"(?<![\w{{]){re.escape(state)}(?!\w)", text) is None:
+        pattern = re.compile(rf"(?<![\w{{]){re.escape(state)}(?!\w)")
+        if not text or pattern.search(text) is None:
             return False
         overrides = [cls.methods["_apply"] for cls in self._mro(info) if "_apply" in cls.methods]
-        pattern = re.compile(rf"(?<![\w{{]){re.escape(state)}(?!\w)")
         return any(pattern.search(self.spans.text(fn)) is not None and not _only_widens(fn, state)
                    for fn in overrides)
 

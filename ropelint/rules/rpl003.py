@@ -406,7 +406,7 @@ def _float64_operand(ctx: RuleContext, node: ast.AST | None, scope) -> bool:  # 
     if node is None:
         return False
     text = ctx.code(node)
-    if _F64.search(text):
+    if _made_float64(text):
         return True
     root = node
     while isinstance(root, (ast.Call, ast.Attribute, ast.Subscript)):
@@ -416,10 +416,19 @@ def _float64_operand(ctx: RuleContext, node: ast.AST | None, scope) -> bool:  # 
                   and any(isinstance(t, ast.Name) and t.id == root.id for t in st.targets)]
         # ``seq = seq * (1.0 / factor)``: an update of the float64 tensor by a number keeps float64.
         updates = [v for v in values if any(isinstance(n, ast.Name) and n.id == root.id for n in ast.walk(v))]
-        return any(_F64.search(ctx.code(v)) for v in values) \
-            and all(_F64.search(ctx.code(v)) or v in updates for v in values) \
+        return any(_made_float64(ctx.code(v)) for v in values) \
+            and all(_made_float64(ctx.code(v)) or v in updates for v in values) \
             and root.id not in {a.arg for a in getattr(scope.node, "args").args}  # type: ignore[union-attr]
     return False
 
 
 _F64 = re.compile(r"float64|\.double\(\)")
+_NARROWED = re.compile(r"\.(?:float|half|bfloat16)\(\)|float32|float16|bfloat16|\.to\(")
+
+
+def _made_float64(text: str) -> bool:
+    """The code makes its value float64 and nothing after that narrows it (``.double().float()`` does)."""
+    found = None
+    for found in _F64.finditer(text):
+        pass
+    return found is not None and _NARROWED.search(text, found.end()) is None
