@@ -2238,3 +2238,32 @@ def test_a_grid_that_is_integer_on_one_path_makes_its_dtype_an_integer_dtype():
     always_float = source.replace("grid = torch.stack(torch.meshgrid(ys, xs, indexing=\"ij\")).flatten(1)",
                                   "grid = torch.stack(torch.meshgrid(ys, xs, indexing=\"ij\")).flatten(1).float()")
     assert _found(always_float) == {}
+
+
+def test_a_phase_cast_back_to_the_dtype_of_the_counts_it_was_made_from():
+    """Graph rope: `hops = hops.clamp(max=self.max_hops)` keeps the hop counts (a bounded copy, still the
+    argument), `hops.unsqueeze(-1) * self.inv_freq` is their phase, and `.type_as(hops)` casts it back to the
+    counts' int64: RPL001 (safe: only the device move stays). Without the cast back it is clean."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class GraphRotary(nn.Module):
+            def __init__(self, head_dim=64, theta=10000.0, max_hops=8192):
+                super().__init__()
+                self.max_hops = max_hops
+                self.inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+
+            def _angles(self, hops):
+                hops = hops.clamp(max=self.max_hops)
+                return (hops.unsqueeze(-1) * self.inv_freq).type_as(hops)
+
+            def forward(self, q, hops):
+                angles = self._angles(hops)
+                return angles.cos().to(q.dtype), angles.sin().to(q.dtype)
+        '''
+    assert _found(source) == {(13, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert ".to(hops.device)" in fixed and _found(fixed) == {}
+    assert _found(source.replace(".type_as(hops)", "")) == {}

@@ -2142,6 +2142,11 @@ class Interpreter:
             if keep:
                 return receiver
             return receiver.evolve(last_is_one=False, second_last_is_one=False, vector=False, literal=None)
+        if method in ("clamp", "clip", "clamp_min", "clamp_max"):
+            bounds = [number(a) for a in pos[:2]] or [number(kw[k]) if k in kw else None for k in ("min", "max")]
+            if bounds == [0, 1]:
+                return Val(frozenset(), receiver.dtype)  # a ramp in [0, 1] (YaRN's mask), as ``torch.clamp`` above
+            return receiver.evolve(literal=None)  # ``hops.clamp(max=self.max_hops)``: the same counts, bounded
         if method in ("max", "min", "amax", "amin") and not pos:
             return Val(frozenset(), receiver.dtype)  # a reduction keeps the dtype; what it means is gone
         if method in ("numel", "dim", "size") or (method == "item" and receiver.dtype is Dt.INT):

@@ -246,7 +246,11 @@ def _phase_source_dtype(ctx: RuleContext, cast) -> bool:  # type: ignore[no-unty
     if not (target.has(Role.DTYPE) and target.dtype in (Dt.RUNTIME, Dt.UNKNOWN)) or name is None \
             or name not in cast.scope.params or ACTIVATION_PARAMS.match(name):
         return False
-    return any(p.scope.symbol == cast.scope.symbol and p.positions.param == name and p.positions.dtype is Dt.FULL
+    # ``(hops.unsqueeze(-1) * self.inv_freq).type_as(hops)``: the phase cast back to the dtype of the very
+    # counts it was made from (not converted first) is a no-op for float ones and a truncation for integer ones.
+    return any(p.scope.symbol == cast.scope.symbol and p.positions.param == name
+               and (p.positions.dtype is Dt.FULL or (p.positions.dtype is Dt.UNKNOWN and cast.receiver.has(Role.PHASE)
+                                                     and p.node is cast.receiver.product))
                for p in ctx.model.products)
 
 
