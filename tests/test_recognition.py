@@ -2267,3 +2267,63 @@ def test_a_phase_cast_back_to_the_dtype_of_the_counts_it_was_made_from():
     fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert ".to(hops.device)" in fixed and _found(fixed) == {}
     assert _found(source.replace(".type_as(hops)", "")) == {}
+
+
+def test_split_frequencies_positions_handed_on_and_a_base_tensor_in_a_runtime_dtype():
+    """Round 27: `f_t, f_h, f_w = inv_freq.split(sections)` gives each axis its frequencies, so positions cast
+    to the activations' dtype before a helper forms the per-axis phase are RPL005, safe (the local goes only
+    into that helper). Flux-style `base = torch.tensor(theta, dtype=dtype)` rounds theta in bfloat16 (10000 ->
+    9984, measured) whatever the exponent's dtype: RPL006 at the base and at the arange, both safe (every
+    value made from them is widened before the phase)."""
+    torch = pytest.importorskip("torch")
+    assert torch.tensor(10000.0, dtype=torch.bfloat16).item() == 9984.0
+    sections = '''\
+        import torch
+        from torch import nn
+
+
+        class VideoRotary(nn.Module):
+            def __init__(self, head_dim=96, theta=10000.0, sections=(16, 16, 16)):
+                super().__init__()
+                self.head_dim, self.theta, self.sections = head_dim, theta, sections
+
+            def inv_freq(self, device):
+                half = self.head_dim // 2
+                return 1.0 / (self.theta ** (torch.arange(half, device=device, dtype=torch.float32) * 2.0 / self.head_dim))
+
+            def _angles(self, t_pos, h_pos, inv_freq):
+                f_t, f_h, f_w = inv_freq.split(self.sections)
+                return torch.cat((t_pos[..., None] * f_t, h_pos[..., None] * f_h, h_pos[..., None] * f_w), dim=-1)
+
+            def forward(self, hidden_states, timestamps, rows):
+                t_pos = (timestamps * 2.0).to(hidden_states.dtype)
+                t_pos = t_pos.reshape(1, -1)
+                angles = self._angles(t_pos, rows.float(), self.inv_freq(hidden_states.device))
+                return angles.cos().to(hidden_states.dtype), angles.sin().to(hidden_states.dtype)
+        '''
+    assert _found(sections) == {(19, "RPL005"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(sections), ALL, unsafe=False).fixed
+    assert "t_pos = (timestamps * 2.0).float()" in fixed and _found(fixed) == {}
+
+    base = '''\
+        import torch
+
+
+        def rope(pos, dim, theta, dtype):
+            base = torch.tensor(theta, dtype=dtype, device=pos.device)
+            scale = torch.arange(0, dim, 2, dtype=dtype, device=pos.device) / dim
+            omega = torch.pow(base, -scale)
+            out = torch.einsum("...n,d->...nd", pos.float(), omega.float())
+            return torch.stack([torch.cos(out), -torch.sin(out), torch.sin(out), torch.cos(out)], dim=-1)
+        '''
+    assert _found(base) == {(5, "RPL006"): "safe", (6, "RPL006"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(base), ALL, unsafe=False).fixed
+    assert fixed.count("dtype=torch.float32, device=pos.device") == 2 and _found(fixed) == {}
+    scope: dict = {}
+    exec(compile(fixed, "fixed.py", "exec"), scope)
+    positions = torch.arange(0, 30001, dtype=torch.float32)[None]
+    reference = torch.outer(positions[0].double(), 1 / (10000 ** (torch.arange(0, 56, 2, dtype=torch.float64) / 56)))
+    got = scope["rope"](positions, 56, 10000.0, torch.bfloat16)[0, :, :, 0]
+    assert (got.double() - reference.cos()).abs().max().item() < 2 * 30001 * 2.0**-24 + 2.0**-23
+    returned = base.replace("            out = torch.einsum", "            return omega\n            out = torch.einsum")
+    assert _found(returned)[(5, "RPL006")] == "unsafe"  # the frequencies leave the function in their dtype

@@ -922,7 +922,26 @@ class Interpreter:
             if qn.rsplit(".", 1)[-1] in ("meshgrid", "broadcast_tensors") and qn.startswith("torch"):
                 return tuple(self._eval(a, frame).evolve(last_is_one=False, second_last_is_one=False, vector=False)
                              for a in node.args if not isinstance(a, ast.Starred))
+            pieces = self._pieces_of(node, qn, frame)
+            if pieces is not None:
+                return pieces
         return None
+
+    def _pieces_of(self, node: ast.Call, qn: str, frame: Frame) -> tuple[Val, ...] | None:
+        """``f_t, f_h, f_w = inv_freq.split(sections)`` (or ``chunk``, ``unbind``, ``torch.split(t, ...)``): each
+        piece holds what the whole held (M-RoPE's per-axis frequencies)."""
+        splits = ("split", "chunk", "unbind", "tensor_split")
+        if isinstance(node.func, ast.Attribute) and node.func.attr in splits and not qn.startswith("torch."):
+            whole = self._eval(node.func.value, frame)
+        elif qn.rsplit(".", 1)[-1] in splits and qn.startswith("torch") and node.args:
+            whole = self._eval(node.args[0], frame)
+        else:
+            return None
+        if not whole.roles & {Role.INV_FREQ, Role.TABLE, Role.PHASE, Role.POSITIONS}:
+            return None
+        # As many as any unpacking takes: the target's length is not known here.
+        piece = whole.evolve(last_is_one=False, second_last_is_one=False, vector=False, literal=None)
+        return (piece,) * 16
 
     def _bind(self, target: ast.expr, val: Val, items: tuple[Val, ...] | None,
               frame: Frame, source: ast.stmt | None = None) -> None:
@@ -2341,9 +2360,16 @@ class Interpreter:
             if dt is Dt.INT:
                 dt = Dt.RUNTIME
             # The base of inverse frequencies is a number by convention (``theta``, ``config.rope_theta``).
+            # ``base = torch.tensor(theta, dtype=dtype)``: a base tensor built in a 16-bit-able dtype rounds theta
+            # (10000 is 9984 in bfloat16) before the power, whatever the exponent's dtype.
+            rounded_base = base.site is not None and base.dtype.can_be_16bit and not base.roles - {Role.SCALAR} \
+                and not base.reads
+            if rounded_base and not dt.can_be_16bit:
+                dt, site = base.dtype, base.site
             val = Val(frozenset({Role.INV_FREQ}), dt, site=site if dt.can_be_16bit else None, read=exponent.read,
                       vector=exponent.vector and (base is UNKNOWN or base.has(Role.SCALAR)),
-                      dtype_param=exponent.dtype_param)
+                      dtype_param=exponent.dtype_param,
+                      earlier_sites=(base.site,) if rounded_base and base.site is not site else ())
             self.model.inv_freqs.append(InvFreqBuilt(node, val, frame.scope))
             return val
         return self._arith(base, exponent, ast.Pow(), node, frame)

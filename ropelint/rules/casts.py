@@ -35,7 +35,8 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
         return None
     qn = qualname(site.func, ctx.imports) or ""
     new_tensor = isinstance(site.func, ast.Attribute) and site.func.attr == "new_tensor"
-    if new_tensor or (qn.rsplit(".", 1)[-1] in ("arange", "linspace") and qn.startswith("torch")):
+    if new_tensor or (qn.rsplit(".", 1)[-1] in ("arange", "linspace", "tensor", "as_tensor", "full")
+                      and qn.startswith("torch")):
         torch, imports = ctx.torch_name()
         for kw in site.keywords:
             if kw.arg == "dtype":
@@ -150,6 +151,7 @@ def _unsafe_because(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, sco
                  if any(s is site for s in (*p.positions.sites, *p.freq.sites))]
     if not consumers:
         if _only_read_as_float32(ctx, site, scope) or _only_fed_to_full_helpers(ctx, site, scope) \
+                or _widened_downstream(ctx, site, scope) \
                 or _kept_in_self_read_widened(ctx, site, scope) \
                 or (not (isinstance(dtype, ast.Name) and dtype.id in scope.params)  # else: passed float32 at the call
                     and _returned_to_a_widening_caller(ctx, site, scope)):
@@ -258,6 +260,40 @@ def _only_read_as_float32(ctx: RuleContext, site: ast.Call, scope: Scope) -> boo
     widened = {id(node.func.value) for node in ast.walk(scope.node) if isinstance(node, ast.Call)
                and isinstance(node.func, ast.Attribute) and node.func.attr in ("float", "double")} if scope.node else set()
     return only_read_by(ctx, site, scope.node, widened)
+
+
+def _widened_downstream(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
+    """``base = torch.tensor(theta, dtype=dtype)``, ``scale = torch.arange(..., dtype=dtype) / dim``,
+    ``omega = torch.pow(base, -scale)``, then only ``omega.float()``: every value computed from the site, followed
+    through local assignments, ends widened, so the dtype goes no further than this function's phase."""
+    fn = scope.node
+    found = assigned_name(ctx, site, whole=False)
+    if found is None or fn is None:
+        return False
+    widened = {id(node.func.value) for node in ast.walk(fn) if isinstance(node, ast.Call)
+               and isinstance(node.func, ast.Attribute) and node.func.attr in ("float", "double") and not node.args}
+    todo, seen, ends = [found], set(), 0
+    while todo:
+        stmt, name = todo.pop()
+        if (id(stmt), name) in seen:
+            continue
+        if len(seen) > 8:
+            return False  # a long chain: not worth proving
+        seen.add((id(stmt), name))
+        loads = later_loads(fn, stmt, name)
+        if not loads:
+            return False  # kept as it is (returned, stored): not widened
+        for load in loads:
+            if id(load) in widened:
+                ends += 1
+                continue
+            user = ctx.model.statement_of.get(id(load))
+            if isinstance(user, ast.Assign) and len(user.targets) == 1 and isinstance(user.targets[0], ast.Name) \
+                    and user is not stmt:
+                todo.append((user, user.targets[0].id))  # ``omega = torch.pow(base, -scale)``: follow ``omega``
+                continue
+            return False
+    return ends > 0
 
 
 def _kept_in_self_read_widened(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:

@@ -41,16 +41,25 @@ def _only_into_phase_helpers(ctx: RuleContext, site: ast.AST, helper_calls: set[
         if id(call) in helper_calls and any(a is site for a in call.args):
             return True
     owner = _function_of(ctx, stmt)
-    if owner is None or not owner[1].name.startswith("_") or not isinstance(stmt, ast.Assign) \
-            or len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name) or stmt.value is not site:
+    if owner is None or not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 \
+            or not isinstance(stmt.targets[0], ast.Name) or stmt.value is not site:
         return False
     cls_name, fn = owner
     name = stmt.targets[0].id
+    returned = handed = False
     for load in later_loads(fn, stmt, name):
         user = ctx.model.statement_of.get(id(load))
         rebinds = isinstance(user, ast.Assign) and [ast.unparse(t) for t in user.targets] == [name]
-        if not (isinstance(user, ast.Return) or rebinds or _in_test(fn, load)):
+        # ``t_pos = t_pos[:, :, None].expand(...)`` then ``self._section_angles(t_pos, ...)``: straight in.
+        into = any(id(c) in helper_calls and load in c.args for c in _calls_containing(ctx, user))
+        returned = returned or isinstance(user, ast.Return)
+        handed = handed or into
+        if not (isinstance(user, ast.Return) or rebinds or into or _in_test(fn, load)):
             return False
+    if not returned:
+        return handed
+    if not fn.name.startswith("_"):
+        return False
     calls = list(calls_of(ctx, cls_name, fn.name))
     return bool(calls) and all(any(id(c) in helper_calls and call in c.args for c in ast.walk(caller)
                                    if isinstance(c, ast.Call)) for caller, call in calls)

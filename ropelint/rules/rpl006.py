@@ -4,7 +4,7 @@ import ast
 
 from ..diagnostics import FixPlan, Replace
 from ..model.interpreter import POSITION_NAMES
-from ..model.names import qualname, string_value
+from ..model.names import dotted, qualname, string_value
 from ..model.values import Dt, Role
 from .base import (
     Rule,
@@ -23,12 +23,23 @@ from .casts import float32_fix
 class LowPrecisionInvFreq(Rule):
     code = "RPL006"
 
+    def _rounded_base(self, ctx: RuleContext, site: ast.Call, scope) -> None:  # type: ignore[no-untyped-def]
+        fix = float32_fix(ctx, site, "inverse frequencies", scope)
+        if fix is not None and fix.safety == "unsafe":
+            fix = caller_dtype_fix(ctx, site) or fix
+        ctx.report(self.code, site, _rounded_base_message(ctx, site), scope, fix)
+
     def check(self, ctx: RuleContext) -> None:
         for built in ctx.model.inv_freqs:
             val = built.val
             if not val.dtype.can_be_16bit or val.site is None or val.read is not None:
                 continue
             if _only_stored_unread(ctx, built):
+                continue
+            for base in val.earlier_sites:
+                if isinstance(base, ast.Call) and (dotted(base.func) or [""])[-1] in ("tensor", "as_tensor", "full"):
+                    self._rounded_base(ctx, base, built.scope)
+            if any(val.site is base for base in val.earlier_sites):
                 continue
             message = ("inverse frequencies built from a tensor whose dtype is not fixed to float32: an integer "
                        "arange divided (or a float arange) takes `torch.get_default_dtype()`, which is bfloat16 "
@@ -81,6 +92,14 @@ class LowPrecisionInvFreq(Rule):
             message = ("inverse frequencies cast to a dtype that can be 16-bit: bfloat16 keeps 8 significant bits, "
                        "and the phase error grows with the position (7.3 rad at 4096 for head_dim 128)")
             ctx.report(self.code, cast.node, message, cast.scope, float32_fix(ctx, cast.node, "inverse frequencies", cast.scope))
+
+
+def _rounded_base_message(ctx: RuleContext, site: ast.Call) -> str:
+    chosen = next((k.value for k in site.keywords if k.arg == "dtype"), None)
+    named = f"`{ctx.code(chosen)}`" if chosen is not None else "the default dtype"
+    return (f"the base of the inverse frequencies is a tensor built in {named}, not fixed to float32: bfloat16 "
+            f"rounds it (10000 becomes 9984, 500000 becomes 499712) and float16 overflows past 65504, so every "
+            f"frequency is off whatever the exponent's dtype")
 
 
 def _integer_cast(ctx: RuleContext, code: str, cast) -> None:  # type: ignore[no-untyped-def]
