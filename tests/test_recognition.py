@@ -2327,3 +2327,40 @@ def test_split_frequencies_positions_handed_on_and_a_base_tensor_in_a_runtime_dt
     assert (got.double() - reference.cos()).abs().max().item() < 2 * 30001 * 2.0**-24 + 2.0**-23
     returned = base.replace("            out = torch.einsum", "            return omega\n            out = torch.einsum")
     assert _found(returned)[(5, "RPL006")] == "unsafe"  # the frequencies leave the function in their dtype
+
+
+def test_a_subclass_override_building_positions_in_the_callers_dtype_is_fixed_at_the_inherited_call():
+    """lucidrains-style: the base `rotate_queries_or_keys` calls `self.get_seq_pos(n, dtype=t.dtype)`; a
+    position-interpolation subclass overrides only `get_seq_pos` and honours `dtype`. The base's call runs the
+    override on subclass instances, so passing `torch.float32` there is the fix (safe: the positions only reach
+    the class's own forward), and the public method keeps its signature."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, dim=64, theta=10000.0):
+                super().__init__()
+                self.freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+
+            def get_seq_pos(self, seq_len, device, dtype, offset=0):
+                return torch.arange(seq_len, device=device, dtype=torch.float32) + offset
+
+            def forward(self, t):
+                return t.float()[:, None] * self.freqs.to(t.device)[None, :]
+
+            def rotate_queries_or_keys(self, t):
+                seq = self.get_seq_pos(t.shape[-2], device=t.device, dtype=t.dtype)
+                freqs = self.forward(seq)
+                return t * freqs.cos().to(t.dtype) + t * freqs.sin().to(t.dtype)
+
+
+        class InterpolatedRotary(RotaryEmbedding):
+            def get_seq_pos(self, seq_len, device, dtype, offset=0):
+                return (torch.arange(seq_len, device=device, dtype=dtype) + offset) * 0.25
+        '''
+    assert _found(source) == {(24, "RPL005"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "self.get_seq_pos(t.shape[-2], device=t.device, dtype=torch.float32)" in fixed and _found(fixed) == {}
+    assert "def get_seq_pos(self, seq_len, device, dtype, offset=0):" in fixed

@@ -33,7 +33,7 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
     # The analysis must see the same thing, or a caller passing float32 would not clear the finding.
     if param is None or ctx.model.dtype_params.get(symbol) != param:
         return None
-    calls = list(calls_of(ctx, cls_name, fn.name))
+    calls = list(calls_of(ctx, cls_name, fn.name, inherited=True))
     if not calls or calls_in_text(ctx.source, fn.name) > len(calls):
         return None  # a call the analysis did not see (pruned, or through another receiver) would keep its dtype
     torch, imports = ctx.torch_name()
@@ -83,12 +83,17 @@ def _parameter_behind(fn: ast.FunctionDef, name: ast.Name, params: list[str]) ->
     return None
 
 
-def calls_of(ctx: RuleContext, cls_name: str | None, name: str, *, through_held: bool = False):  # type: ignore[no-untyped-def]
+def calls_of(ctx: RuleContext, cls_name: str | None, name: str, *, through_held: bool = False,  # type: ignore[no-untyped-def]
+             inherited: bool = False):
     """(calling function, call) for ``self.<name>(...)`` in the methods of the class and its in-file subclasses,
     or ``<name>(...)`` for a function; with ``through_held``, also ``self.rope(...)`` in any class whose
-    ``rope`` holds the class (``name`` being its ``forward`` or ``__call__``)."""
+    ``rope`` holds the class (``name`` being its ``forward`` or ``__call__``); with ``inherited``, also in the
+    methods of its in-file bases, which run the override on the class's instances."""
+    bases = {c.name for c in in_file_mro(ctx.model.classes, ctx.model.classes[cls_name])} \
+        if inherited and cls_name in ctx.model.classes else set()
     for info in ctx.model.classes.values():
-        own = cls_name is not None and any(c.name == cls_name for c in in_file_mro(ctx.model.classes, info))
+        own = cls_name is not None and (any(c.name == cls_name for c in in_file_mro(ctx.model.classes, info))
+                                        or info.name in bases)
         for caller in info.methods.values() if own or cls_name is None or through_held else ():
             for node in ast.walk(caller):
                 if not isinstance(node, ast.Call):
