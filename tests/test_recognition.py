@@ -2364,3 +2364,31 @@ def test_a_subclass_override_building_positions_in_the_callers_dtype_is_fixed_at
     fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "self.get_seq_pos(t.shape[-2], device=t.device, dtype=torch.float32)" in fixed and _found(fixed) == {}
     assert "def get_seq_pos(self, seq_len, device, dtype, offset=0):" in fixed
+
+
+def test_a_phase_written_into_a_buffer_through_out_is_a_phase_buffer():
+    """`torch.outer(t, inv_freq, out=self.phase_scratch[:n])` writes the phase in the scratch buffer's dtype,
+    which `.bfloat16()` sets: RPL009, fixed by keeping the buffer (and the frequencies) float32 with the
+    `_apply` override. Without `out=` the phase is a fresh float32 tensor (only RPL002 for the buffer)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class ScratchRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0, max_positions=4096):
+                super().__init__()
+                self.register_buffer("inv_freq", 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim)),
+                                     persistent=False)
+                self.register_buffer("phase_scratch", torch.empty(max_positions, dim // 2), persistent=False)
+
+            def forward(self, x, n):
+                t = torch.arange(n, device=x.device, dtype=torch.float32)
+                phase = torch.outer(t, self.inv_freq.float(), out=self.phase_scratch[:n]).float()
+                return phase.cos().to(x.dtype), phase.sin().to(x.dtype)
+        '''
+    found = _found(source)
+    assert found[(14, "RPL009")] == "safe" and (14, "RPL002") in found
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert '"phase_scratch")' in fixed and _found(fixed) == {}
+    assert (14, "RPL009") not in _found(source.replace(", out=self.phase_scratch[:n]", ""))

@@ -1477,7 +1477,15 @@ class Interpreter:
             qn = func.id
         if qn is not None and (qn.startswith("torch") or is_numpy(qn) or qn.startswith("math.")
                                or qn in ("setattr", "getattr")):
-            return self._library_call(node, qn, pos, kw, frame)
+            result = self._library_call(node, qn, pos, kw, frame)
+            out = kw.get("out")
+            written = out.value if isinstance(out, ast.Subscript) else out
+            held = _self_attr(written) if written is not None else None
+            if held is not None and frame.cls is not None and result.roles & {Role.TABLE, Role.PHASE}:
+                # ``torch.outer(t, inv_freq, out=self.phase_scratch[:n])``: written in the buffer's dtype, which a
+                # module cast sets.
+                self._filled_state(held, result, node, frame)
+            return result
         if qn is not None and is_runtime_inv_freq(qn):
             # ropelint's own helper (imported or vendored): float32 inverse frequencies. Knowing it
             # lets a cast written after it (``rope_runtime.inv_freq(...).to(x.dtype)``) be seen.
