@@ -28,7 +28,10 @@ class IntegerTableCast(Rule):
             maybe = cast.target.dtype is not Dt.INT and (positions_dtype(cast) or _phase_source_dtype(ctx, cast))
             fallback = _integer_fallback(ctx, cast)
             # ``return buf.dtype`` in a loop over ``self.buffers()``, else the default dtype: integer on one path.
-            some_path = cast.target.may_be_int and cast.target.has(Role.DTYPE)
+            # Not a dtype parameter with a fallback (``output_dtype = pos.dtype`` when left out): its calls decide,
+            # and the calls that leave it out are reported where they are.
+            some_path = cast.target.may_be_int and cast.target.has(Role.DTYPE) and not (
+                isinstance(cast.target_expr, ast.Name) and cast.target_expr.id in cast.scope.params)
             if cast.target.dtype is not Dt.INT and not maybe and fallback is None and not some_path:
                 continue
             what = "phase" if cast.receiver.has(Role.PHASE) else "cos/sin table"
