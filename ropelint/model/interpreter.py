@@ -359,14 +359,16 @@ def _dtype_of_param(node: ast.AST, scope: Scope) -> ast.Attribute | None:
 
 
 def _asserted_full_dtype(test: ast.expr) -> str | None:
-    """``name`` in ``assert name in (torch.float32, torch.float64)`` or ``assert name == torch.float32``."""
-    if isinstance(test, ast.Compare) and isinstance(test.left, ast.Attribute) and test.left.attr == "dtype" \
-            and isinstance(test.left.value, ast.Name):
-        # ``assert x.dtype == torch.float32``: the tensor ``x`` (``x.dtype``'s owner) is float32 past it.
-        found = _asserted_full_dtype(ast.Compare(left=ast.Name(id="_", ctx=ast.Load()), ops=test.ops,
-                                                 comparators=test.comparators))
-        return f"{test.left.value.id}.dtype" if found is not None else None
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.left, ast.Name)):
+    """``name`` in ``assert name in (torch.float32, torch.float64)`` or ``assert name == torch.float32``; ``x.dtype``
+    in ``assert x.dtype == torch.float32`` (the tensor ``x`` is float32 past it)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1):
+        return None
+    left = test.left
+    if isinstance(left, ast.Name):
+        name = left.id
+    elif isinstance(left, ast.Attribute) and left.attr == "dtype" and isinstance(left.value, ast.Name):
+        name = f"{left.value.id}.dtype"
+    else:
         return None
     right = test.comparators[0]
     if isinstance(test.ops[0], ast.In) and isinstance(right, (ast.List, ast.Tuple, ast.Set)):
@@ -377,7 +379,7 @@ def _asserted_full_dtype(test: ast.expr) -> str | None:
         return None
     full = ("float32", "float", "float64", "double")
     if options and all(isinstance(o, ast.Attribute) and o.attr in full for o in options):
-        return test.left.id
+        return name
     return None
 
 
@@ -604,10 +606,9 @@ class Interpreter:
         """An ``_apply`` override in the class hierarchy names the state: module casts leave its dtype. One
         that only widens it after ``super()._apply`` (``self.inv_freq = self.inv_freq.float()``) keeps nothing:
         the values were rounded before."""
-        text = info.apply_text
-        pattern = re.compile(rf"(?<![\w{{]){re.escape(state)}(?!\w)")
-        if not text or pattern.search(text) is None:
+        if not info.apply_text:
             return False
+        pattern = re.compile(rf"(?<![\w{{]){re.escape(state)}(?!\w)")
         overrides = [cls.methods["_apply"] for cls in self._mro(info) if "_apply" in cls.methods]
         return any(pattern.search(self.spans.text(fn)) is not None and not _only_widens(fn, state)
                    for fn in overrides)
@@ -1945,7 +1946,7 @@ class Interpreter:
             return self._exp(node, vals[0], frame, pos[0])
         if tail in ("log", "sqrt", "abs", "log2", "log10", "floor", "ceil") and qn.startswith("math."):
             return Val(frozenset({Role.SCALAR}))
-        if tail in ("clamp", "clip") and vals and [number(a) for a in pos[1:3]] == [0, 1]:
+        if tail in ("clamp", "clip") and vals and _unit_bounds(pos[1:3], kw):
             # ``torch.clamp((arange(n) - low) / (high - low), 0, 1)``: a ramp in [0, 1] (YaRN's mask), not positions.
             return Val(frozenset(), vals[0].dtype)
         if tail in ("where", "lerp", "clamp", "clip", "maximum", "minimum"):
@@ -2170,9 +2171,8 @@ class Interpreter:
                 return receiver
             return receiver.evolve(last_is_one=False, second_last_is_one=False, vector=False, literal=None)
         if method in ("clamp", "clip", "clamp_min", "clamp_max"):
-            bounds = [number(a) for a in pos[:2]] or [number(kw[k]) if k in kw else None for k in ("min", "max")]
-            if bounds == [0, 1]:
-                return Val(frozenset(), receiver.dtype)  # a ramp in [0, 1] (YaRN's mask), as ``torch.clamp`` above
+            if _unit_bounds(pos[:2], kw):
+                return Val(frozenset(), receiver.dtype)  # a ramp in [0, 1] (YaRN's mask), as ``torch.clamp``
             return receiver.evolve(literal=None)  # ``hops.clamp(max=self.max_hops)``: the same counts, bounded
         if method in ("max", "min", "amax", "amin") and not pos:
             return Val(frozenset(), receiver.dtype)  # a reduction keeps the dtype; what it means is gone
@@ -2796,8 +2796,9 @@ def is_runtime_inv_freq(qn: str) -> bool:
 
 
 def _only_widens(fn: ast.AST, state: str) -> bool:
-    """Every mention of ``self.<state>`` in ``fn`` is ``self.<state> = self.<state>.float()`` (or ``.to(float32)``,
-    ``.double()``): a cast of values the conversion already rounded. True when it is not mentioned at all."""
+    """``fn`` mentions ``self.<state>`` only in ``self.<state> = self.<state>.float()`` (or ``.to(float32)``,
+    ``.double()``): a cast of values the conversion already rounded. False when it names the state otherwise
+    (or not at all)."""
     allowed: set[int] = set()
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and _self_attr(node.targets[0]) == state \
@@ -2812,6 +2813,11 @@ def _only_widens(fn: ast.AST, state: str) -> bool:
         return False  # named in a string: ``apply_keeping_dtype(self, super()._apply, fn, ("inv_freq",))``
     mentions = [n for n in ast.walk(fn) if isinstance(n, ast.Attribute) and _self_attr(n) == state]
     return bool(mentions) and all(id(n) in allowed for n in mentions)
+
+
+def _unit_bounds(bounds: list, kw: dict) -> bool:
+    """A clamp to [0, 1]: ``(0, 1)`` passed positionally or as ``min=0, max=1``."""
+    return [number(a) for a in bounds] == [0, 1] or [number(kw[k]) if k in kw else None for k in ("min", "max")] == [0, 1]
 
 
 def _ramp_ratio(node: ast.expr) -> bool:

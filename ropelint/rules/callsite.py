@@ -23,7 +23,7 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
     if not isinstance(site, ast.Call):
         return None
     dtype_arg = next((k.value for k in site.keywords if k.arg == "dtype"), None)
-    owner = _enclosing(ctx, site)
+    owner = enclosing_function(ctx, site)
     if not isinstance(dtype_arg, ast.Name) or owner is None:
         return None
     cls_name, fn = owner
@@ -59,7 +59,8 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
                    (*edits, *imports))
 
 
-def _enclosing(ctx: RuleContext, node: ast.AST) -> tuple[str | None, ast.FunctionDef] | None:
+def enclosing_function(ctx: RuleContext, node: ast.AST) -> tuple[str | None, ast.FunctionDef] | None:
+    """(class name or None, function) of the module-level function or method holding ``node``."""
     for fn_name, fn in ctx.model.functions.items():
         if isinstance(fn, ast.FunctionDef) and any(n is node for n in ast.walk(fn)):
             return None, fn

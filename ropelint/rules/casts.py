@@ -21,7 +21,7 @@ from .base import (
     shape_only_reads,
     spelled_as_tensor,
 )
-from .callsite import calls_of
+from .callsite import caller_dtype_fix, calls_of
 from .construction import assigned_value
 
 # Calls that take integer indices: positions made float32 would break them.
@@ -72,6 +72,15 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
         return _plan(ctx, site, target, scope, what, f"cast the {what} to float32",
                      (Replace(site, f"{text}.float()" if is_atom(receiver) else f"({text}).float()"),))
     return None
+
+
+def float32_or_callers_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> FixPlan | None:
+    """``float32_fix``, unless it is unsafe and the value is built in a dtype this file's calls pass: then
+    passing float32 at those calls (which may be safe)."""
+    fix = float32_fix(ctx, site, what, scope)
+    if fix is not None and fix.safety == "unsafe":
+        fix = caller_dtype_fix(ctx, site) or fix
+    return fix
 
 
 def _placed(node: ast.AST) -> bool:
@@ -150,8 +159,7 @@ def _unsafe_because(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, sco
     consumers = [p for p in ctx.model.products
                  if any(s is site for s in (*p.positions.sites, *p.freq.sites))]
     if not consumers:
-        if _only_read_as_float32(ctx, site, scope) or _only_fed_to_full_helpers(ctx, site, scope) \
-                or _widened_downstream(ctx, site, scope) \
+        if _widened_downstream(ctx, site, scope) or _only_fed_to_full_helpers(ctx, site, scope) \
                 or _kept_in_self_read_widened(ctx, site, scope) \
                 or (not (isinstance(dtype, ast.Name) and dtype.id in scope.params)  # else: passed float32 at the call
                     and _returned_to_a_widening_caller(ctx, site, scope)):
@@ -255,17 +263,10 @@ def _function(ctx: RuleContext, symbol: str):  # type: ignore[no-untyped-def]
     return info.methods.get(parts[1]) if info is not None else None
 
 
-def _only_read_as_float32(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
-    """``x = <site>`` and every later read of ``x`` is ``x.float()`` or ``x.double()``: the dtype goes no further."""
-    widened = {id(node.func.value) for node in ast.walk(scope.node) if isinstance(node, ast.Call)
-               and isinstance(node.func, ast.Attribute) and node.func.attr in ("float", "double")} if scope.node else set()
-    return only_read_by(ctx, site, scope.node, widened)
-
-
 def _widened_downstream(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
-    """``base = torch.tensor(theta, dtype=dtype)``, ``scale = torch.arange(..., dtype=dtype) / dim``,
-    ``omega = torch.pow(base, -scale)``, then only ``omega.float()``: every value computed from the site, followed
-    through local assignments, ends widened, so the dtype goes no further than this function's phase."""
+    """``x = <site>`` read only as ``x.float()``; or, through local assignments, ``scale = torch.arange(...,
+    dtype=dtype) / dim``, ``omega = torch.pow(base, -scale)``, then only ``omega.float()``: every value computed
+    from the site ends widened, so the dtype goes no further than this function's phase."""
     fn = scope.node
     found = assigned_name(ctx, site, whole=False)
     if found is None or fn is None:
@@ -314,19 +315,14 @@ def _kept_in_self_read_widened(ctx: RuleContext, site: ast.Call, scope: Scope) -
     info = ctx.model.classes.get(scope.symbol.split(".")[0])
     if info is None:
         return False
-    reads = 0
-    for node in ast.walk(info.node):
-        if isinstance(node, ast.Attribute) and node is not target and node.attr == target.attr \
-                and isinstance(node.value, ast.Name) and node.value.id == "self":
-            if isinstance(node.ctx, ast.Store) or not _widened(ctx, node, info.node):
-                return False
-            reads += 1
-    return reads > 0
+    reads = [node for node in ast.walk(info.node) if isinstance(node, ast.Attribute) and node is not target
+             and node.attr == target.attr and isinstance(node.value, ast.Name) and node.value.id == "self"]
+    parents = {id(child): parent for parent in ast.walk(info.node) for child in ast.iter_child_nodes(parent)}
+    return bool(reads) and all(not isinstance(node.ctx, ast.Store) and _widened(ctx, node, parents) for node in reads)
 
 
-def _widened(ctx: RuleContext, node: ast.AST, within: ast.AST) -> bool:
+def _widened(ctx: RuleContext, node: ast.AST, parents: dict[int, ast.AST]) -> bool:
     """``node`` reaches ``.float()``/``.double()`` through subscripts and device-only moves (``.to(d)``)."""
-    parents = {id(child): parent for parent in ast.walk(within) for child in ast.iter_child_nodes(parent)}
     cur = node
     while True:
         parent = parents.get(id(cur))

@@ -120,7 +120,7 @@ def looped_sum_code(ctx: RuleContext, product: Product) -> str | None:
     if len(summed) != 1 or not all(summed[0] in letters for letters in bare) or _shadows_sum(product):
         return None
     letter = summed[0]
-    k = next(name for name in ("k", "i", "j", "idx", "rope_k") if name not in names_in(product.node))
+    k = _loop_name(product)
     pieces, size = [], ""
     # An operand that is computed (``self.freq_matrix(device)``) goes in once, as an argument of a lambda.
     wrapped = any(_computed(o) for o in product.operands)
@@ -131,13 +131,7 @@ def looped_sum_code(ctx: RuleContext, product: Product) -> str | None:
         while select and select[-1] == ":":
             select.pop()
         code = f"{name if wrapped else _float32(ctx, operand, val)}[{', '.join(['...'] * ellipsis + select)}]"
-        shaped = operand
-        while isinstance(shaped, ast.Call) and isinstance(shaped.func, ast.Attribute) \
-                and shaped.func.attr in _SHAPE_KEEPING:  # ``coords.float()``: the shape of ``coords``
-            shaped = shaped.func.value
-        shaped_code = name if wrapped else ctx.code(shaped)
-        if not isinstance(shaped, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and not wrapped:
-            shaped_code = f"({shaped_code})"
+        shaped_code = name if wrapped else _shape_source(ctx, operand)
         size = size or f"{shaped_code}.shape[{at - len(letters) if ellipsis else at}]"
         rest = letters.replace(letter, "")
         order = sorted(range(len(rest)), key=lambda i: out_letters.index(rest[i]))
@@ -162,18 +156,28 @@ def _linear_looped(ctx: RuleContext, product: Product) -> str | None:
     Each term is an elementwise float32 product shaped like the phase, so memory stays that of the phase."""
     if _shadows_sum(product) or len(product.operands) != 2:
         return None
-    k = next(name for name in ("k", "i", "j", "idx", "rope_k") if name not in names_in(product.node))
+    k = _loop_name(product)
     (left, right), (lval, rval) = product.operands, product.operand_vals
-    shaped = left
-    while isinstance(shaped, ast.Call) and isinstance(shaped.func, ast.Attribute) and shaped.func.attr in _SHAPE_KEEPING:
-        shaped = shaped.func.value
-    size = ctx.code(shaped) if isinstance(shaped, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) \
-        else f"({ctx.code(shaped)})"
+    size = _shape_source(ctx, left)
     a, w = _float32(ctx, left, lval), _float32(ctx, right, rval)
     if any(_computed(o) for o in (left, right)):
         # ``self.frequency_matrix(pos.device)``: evaluated once, not once per term.
         return (f"(lambda a, w: sum(a[..., {k}, None] * w[:, {k}] for {k} in range(a.shape[-1])))({a}, {w})")
     return f"sum({a}[..., {k}, None] * {w}[:, {k}] for {k} in range({size}.shape[-1]))"
+
+
+def _loop_name(product: Product) -> str:
+    """A loop variable the product's expression does not already use."""
+    return next(name for name in ("k", "i", "j", "idx", "rope_k") if name not in names_in(product.node))
+
+
+def _shape_source(ctx: RuleContext, operand: ast.AST) -> str:
+    """The code whose ``.shape`` is the operand's: ``coords`` for ``coords.float()`` (parenthesised if needed)."""
+    shaped = operand
+    while isinstance(shaped, ast.Call) and isinstance(shaped.func, ast.Attribute) and shaped.func.attr in _SHAPE_KEEPING:
+        shaped = shaped.func.value
+    code = ctx.code(shaped)
+    return code if isinstance(shaped, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"({code})"
 
 
 def _computed(node: ast.AST) -> bool:

@@ -4,7 +4,7 @@ import ast
 
 from ..diagnostics import FixPlan
 from .base import Rule, RuleContext, later_loads
-from .callsite import caller_dtype_fix, calls_of
+from .callsite import caller_dtype_fix, calls_of, enclosing_function
 from .casts import float32_fix
 
 
@@ -25,7 +25,7 @@ class LowPrecisionPositions(Rule):
                 if fix is not None and fix.safety == "unsafe" and _only_into_phase_helpers(ctx, site, helper_calls):
                     fix = FixPlan("safe", "build the positions in float32 (they only reach the helpers that form "
                                           "the phase)", fix.edits)
-                if fix is not None and fix.safety == "unsafe":
+                elif fix is not None and fix.safety == "unsafe":
                     # Built in a dtype the callers pass: passing float32 at this file's calls may be safe.
                     fix = caller_dtype_fix(ctx, site) or fix
                 ctx.report(self.code, site, message, scope, fix)
@@ -33,14 +33,15 @@ class LowPrecisionPositions(Rule):
 
 def _only_into_phase_helpers(ctx: RuleContext, site: ast.AST, helper_calls: set[int]) -> bool:
     """The positions go nowhere but into same-file helpers that form the phase from them: ``site`` is itself
-    an argument of such a call (``self._axis_freqs(torch.arange(n, dtype=...))``), or it is what a private
+    an argument of such a call (``self._axis_freqs(torch.arange(n, dtype=...))``); or a local that is only
+    reshaped and handed to such calls (``t_pos = ...``, ``self._section_angles(t_pos, ...)``); or what a private
     function returns (``t = torch.arange(...)``, rescaled, ``return t + offset``) and every call of that function
     in the file is such an argument (``self._axis_freqs(self._axis_positions(h, ...))``)."""
     stmt = ctx.model.statement_of.get(id(site))
-    for call in _calls_containing(ctx, stmt):
+    for call in _calls_in(stmt):
         if id(call) in helper_calls and any(a is site for a in call.args):
             return True
-    owner = _function_of(ctx, stmt)
+    owner = enclosing_function(ctx, stmt) if stmt is not None else None
     if owner is None or not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 \
             or not isinstance(stmt.targets[0], ast.Name) or stmt.value is not site:
         return False
@@ -51,7 +52,7 @@ def _only_into_phase_helpers(ctx: RuleContext, site: ast.AST, helper_calls: set[
         user = ctx.model.statement_of.get(id(load))
         rebinds = isinstance(user, ast.Assign) and [ast.unparse(t) for t in user.targets] == [name]
         # ``t_pos = t_pos[:, :, None].expand(...)`` then ``self._section_angles(t_pos, ...)``: straight in.
-        into = any(id(c) in helper_calls and load in c.args for c in _calls_containing(ctx, user))
+        into = any(id(c) in helper_calls and load in c.args for c in _calls_in(user))
         returned = returned or isinstance(user, ast.Return)
         handed = handed or into
         if not (isinstance(user, ast.Return) or rebinds or into or _in_test(fn, load)):
@@ -65,7 +66,7 @@ def _only_into_phase_helpers(ctx: RuleContext, site: ast.AST, helper_calls: set[
                                    if isinstance(c, ast.Call)) for caller, call in calls)
 
 
-def _calls_containing(ctx: RuleContext, stmt: ast.AST | None) -> list[ast.Call]:
+def _calls_in(stmt: ast.AST | None) -> list[ast.Call]:
     return [n for n in ast.walk(stmt) if isinstance(n, ast.Call)] if stmt is not None else []
 
 
@@ -73,17 +74,3 @@ def _in_test(fn: ast.AST, node: ast.AST) -> bool:
     """``node`` sits in an ``if``/``while`` test or a comparison: it decides a branch, not a value."""
     return any(isinstance(n, (ast.If, ast.While, ast.Compare)) and any(m is node for m in ast.walk(
         n.test if isinstance(n, (ast.If, ast.While)) else n)) for n in ast.walk(fn))
-
-
-def _function_of(ctx: RuleContext, stmt: ast.AST | None):  # type: ignore[no-untyped-def]
-    """(class name or None, function) of the method or module-level function holding ``stmt``."""
-    if stmt is None:
-        return None
-    for info in ctx.model.classes.values():
-        for fn in info.methods.values():
-            if any(n is stmt for n in ast.walk(fn)):
-                return info.name, fn
-    for name, fn in ctx.model.functions.items():
-        if any(n is stmt for n in ast.walk(fn)):
-            return None, fn
-    return None

@@ -16,18 +16,11 @@ from .base import (
     later_loads,
     spelled_as_tensor,
 )
-from .callsite import caller_dtype_fix
-from .casts import float32_fix
+from .casts import float32_fix, float32_or_callers_fix
 
 
 class LowPrecisionInvFreq(Rule):
     code = "RPL006"
-
-    def _rounded_base(self, ctx: RuleContext, site: ast.Call, scope) -> None:  # type: ignore[no-untyped-def]
-        fix = float32_fix(ctx, site, "inverse frequencies", scope)
-        if fix is not None and fix.safety == "unsafe":
-            fix = caller_dtype_fix(ctx, site) or fix
-        ctx.report(self.code, site, _rounded_base_message(ctx, site), scope, fix)
 
     def check(self, ctx: RuleContext) -> None:
         for built in ctx.model.inv_freqs:
@@ -36,11 +29,10 @@ class LowPrecisionInvFreq(Rule):
                 continue
             if _only_stored_unread(ctx, built):
                 continue
-            for base in val.earlier_sites:
-                if isinstance(base, ast.Call) and (dotted(base.func) or [""])[-1] in ("tensor", "as_tensor", "full"):
-                    self._rounded_base(ctx, base, built.scope)
-            if any(val.site is base for base in val.earlier_sites):
-                continue
+            for base in val.earlier_sites:  # ``torch.tensor(theta, dtype=dtype)`` raised to the exponent's power
+                if _base_tensor(base):
+                    ctx.report(self.code, base, _rounded_base_message(ctx, base), built.scope,
+                               float32_or_callers_fix(ctx, base, "inverse frequencies", built.scope))
             message = ("inverse frequencies built from a tensor whose dtype is not fixed to float32: an integer "
                        "arange divided (or a float arange) takes `torch.get_default_dtype()`, which is bfloat16 "
                        "while many frameworks build models")
@@ -51,11 +43,10 @@ class LowPrecisionInvFreq(Rule):
                 message = (f"inverse frequencies built in `{ctx.code(chosen)}`, a dtype chosen at run time, not "
                            f"fixed to float32 (a model's bfloat16 or float16 reaches it): bfloat16 keeps 8 "
                            f"significant bits, and the phase error grows with the position")
-            fix = float32_fix(ctx, val.site, "inverse frequencies", built.scope)
-            if fix is not None and fix.safety == "unsafe":
-                # Built in a dtype the callers pass: passing float32 at this file's calls may be safe.
-                fix = caller_dtype_fix(ctx, val.site) or fix
-            ctx.report(self.code, val.site, message, built.scope, fix)
+            if _base_tensor(val.site):  # the base is the only part built in a 16-bit-able dtype
+                message = _rounded_base_message(ctx, val.site)
+            ctx.report(self.code, val.site, message, built.scope,
+                       float32_or_callers_fix(ctx, val.site, "inverse frequencies", built.scope))
         for cast in ctx.model.casts:
             receiver = cast.receiver
             # Module state that casts convert is RPL002's; a plain attribute cast here is this rule's.
@@ -92,6 +83,10 @@ class LowPrecisionInvFreq(Rule):
             message = ("inverse frequencies cast to a dtype that can be 16-bit: bfloat16 keeps 8 significant bits, "
                        "and the phase error grows with the position (7.3 rad at 4096 for head_dim 128)")
             ctx.report(self.code, cast.node, message, cast.scope, float32_fix(ctx, cast.node, "inverse frequencies", cast.scope))
+
+
+def _base_tensor(site: ast.AST) -> bool:
+    return isinstance(site, ast.Call) and (dotted(site.func) or [""])[-1] in ("tensor", "as_tensor", "full")
 
 
 def _rounded_base_message(ctx: RuleContext, site: ast.Call) -> str:
