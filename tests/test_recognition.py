@@ -2392,3 +2392,34 @@ def test_a_phase_written_into_a_buffer_through_out_is_a_phase_buffer():
     fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert '"phase_scratch")' in fixed and _found(fixed) == {}
     assert (14, "RPL009") not in _found(source.replace(", out=self.phase_scratch[:n]", ""))
+
+
+def test_a_method_with_an_unnamed_parameter_given_positions_through_vmap():
+    """`vmap(self._phase_at)(ids)` calls `_phase_at(self, p)` once per position: `p` is then a position, so
+    `p.to(self.inv_freq.dtype)` is RPL005 and the rounded buffer RPL002. Called with something that is not
+    a position (the activation), the same method says nothing."""
+    source = '''\
+        import torch
+        from torch import nn
+        from torch.func import vmap
+
+
+        class VmapRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.register_buffer("inv_freq", 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim)),
+                                     persistent=False)
+
+            def _phase_at(self, p):
+                return p.to(self.inv_freq.dtype) * self.inv_freq
+
+            def forward(self, x, position_ids):
+                phase = vmap(self._phase_at)(position_ids.reshape(-1)).float()
+                return phase.cos().to(x.dtype), phase.sin().to(x.dtype)
+        '''
+    found = _found(source)
+    assert found[(13, "RPL005")] == "safe" and found[(13, "RPL002")] == "safe"
+    assert found == _found(source.replace("vmap(self._phase_at)(", "self._phase_at("))
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "p.float() * rope_runtime." in fixed and _found(fixed) == {}
+    assert _found(source.replace("position_ids.reshape(-1)", "x")) == {}

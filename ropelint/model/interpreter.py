@@ -430,6 +430,8 @@ class Interpreter:
         self._metadata_read = False
         self._calls_by_name: dict[str, list[ast.Call]] | None = None
         self._specialized: dict[int, Summary] = {}  # call node -> its callee analysed with its arguments
+        # ``vmap(self._phase_at)(ids)`` -> the plain call ``self._phase_at(ids)``, made once so ids stay unique.
+        self._unwrapped: dict[int, ast.Call] = {}
         # Module-level ``NAME = {"dtype": torch.float32, ...}``: keyword arguments that ``**NAME`` passes.
         self._dict_constants: dict[str, dict[str, ast.expr]] = {}
         # Module-level ``DTYPE = torch.bfloat16``: the dtype a later ``dtype=DTYPE`` names.
@@ -1422,6 +1424,13 @@ class Interpreter:
 
     def _call(self, node: ast.Call, frame: Frame) -> Val:
         func = node.func
+        if isinstance(func, ast.Call) and func.args and not isinstance(func.args[0], ast.Starred) \
+                and _is_vmap(qualname(func.func, self.imports)):
+            # ``vmap(self._phase_at)(flat_ids)``: per element, the function does what a plain call does.
+            if id(node) not in self._unwrapped:
+                self._unwrapped[id(node)] = ast.copy_location(
+                    ast.Call(func=func.args[0], args=node.args, keywords=node.keywords), node)
+            return self._call(self._unwrapped[id(node)], frame)
         pos = [a for a in node.args if not isinstance(a, ast.Starred)]
         kw = {k.arg: k.value for k in node.keywords if k.arg is not None}
         for k in node.keywords:
@@ -1439,7 +1448,7 @@ class Interpreter:
             vals = [self._eval(a, frame) for a in pos]
             bound = dict(zip(summary.params, vals))
             bound.update({k: self._eval(v, frame) for k, v in kw.items()})
-            summary = self._specialize(node, summary, bound)
+            summary = self._specialize(node, summary, bound, frame)
             self._check_helper_trig(node, summary, bound, frame)
             chosen = bound.get(summary.returns.dtype_param) if summary.returns.dtype_param else None
             if chosen is None and summary.returns.dtype_param in summary.float32_defaults \
@@ -2184,22 +2193,36 @@ class Interpreter:
             return Val(frozenset({Role.SCALAR}))
         return UNKNOWN
 
-    def _specialize(self, node: ast.Call, summary: Summary, bound: dict[str, Val]) -> Summary:
+    def _specialize(self, node: ast.Call, summary: Summary, bound: dict[str, Val], frame: Frame) -> Summary:
         """A same-file function whose parameters say nothing (``def _cs(p, f)``), called with positions and
-        frequencies: analysed once more for this call, with what it is handed."""
+        frequencies, or a method of this class whose unnamed parameter gets positions (``def _phase_at(self, p):
+        return p.to(self.inv_freq.dtype) * self.inv_freq``): analysed once more for this call, with what it is
+        handed."""
         func = node.func
-        if not summary.inert or not isinstance(func, ast.Name) or func.id not in self.model.functions \
-                or func.id in self.in_progress or id(node) in self._specialized:
+        if not summary.inert or id(node) in self._specialized:
             return summary
         roles = frozenset().union(*(v.roles for v in bound.values())) if bound else frozenset()
-        if not (Role.INV_FREQ in roles and roles & {Role.POSITIONS, Role.ARANGE}):
+        if not roles & {Role.POSITIONS, Role.ARANGE}:
             return summary
-        fn = self.model.functions[func.id]
-        self.in_progress.add(func.id)
+        if isinstance(func, ast.Name) and func.id in self.model.functions and func.id not in self.in_progress:
+            if Role.INV_FREQ not in roles:
+                return summary
+            key, fn, cls, is_method, top = func.id, self.model.functions[func.id], None, False, None
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
+                and frame.cls is not None and (found := self._find_method(frame.cls, func.attr)) is not None \
+                and any(v.roles & {Role.POSITIONS, Role.ARANGE} and not self._param_val(p).roles
+                        for p, v in bound.items()):
+            owner, fn = found
+            key, cls, is_method, top = f"{owner.name}.{func.attr}", frame.cls, True, owner.node
+        else:
+            return summary
+        if key in self.in_progress:
+            return summary
+        self.in_progress.add(key)
         try:
-            special = self._analyse_function(fn, func.id, None, is_method=False, top=fn, bound=bound)
+            special = self._analyse_function(fn, key, cls, is_method=is_method, top=top or fn, bound=bound)
         finally:
-            self.in_progress.discard(func.id)
+            self.in_progress.discard(key)
         self._specialized[id(node)] = special
         return special
 
@@ -2484,6 +2507,10 @@ def _outer_operand(v: Val, freq: Val) -> bool:
     against the frequencies' last axis, an outer product by broadcasting: the coordinates of a phase. (Not any
     tensor: RoPE-Mixed builds 2-D frequencies as ``mag[None, :] * direction[:, None]``.)"""
     return v.last_is_one and not freq.last_is_one and not v.roles and v.dtype is not Dt.INT and v.param is not None
+
+
+def _is_vmap(qn: str | None) -> bool:
+    return qn is not None and qn.rsplit(".", 1)[-1] == "vmap" and qn.startswith(("torch", "functorch"))
 
 
 def _is_freq(v: Val) -> bool:
