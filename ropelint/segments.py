@@ -293,7 +293,9 @@ def _takes_activation_first(block: str) -> bool:
     return False
 
 
+_NESTED_DEF = re.compile(r"^[ \t]+(?:async[ \t]+)?def[ \t]", re.MULTILINE)
 _HELD = re.compile(r"self\.(\w+)\s*=\s*(?:[\w.]+\.)?(\w+)\(")
+_HELD_LIST = re.compile(r"self\.(\w+)\s*=\s*(?:nn\.|torch\.nn\.)?Module(?:List|Dict)\(")
 _REGISTRY_HELD = re.compile(r"self\.(\w+)\s*=\s*([A-Z_][A-Z0-9_]*)\[[^\]\n]*\]\(")
 # Casts to or of ids and positions in a class that holds a rotary: where glue code can break its tables.
 _GLUE_CAST = re.compile(r"\.(?:to|type_as)\(\s*(?:\w*_ids|pos|positions|idx)\s*\)"
@@ -316,6 +318,18 @@ def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[s
     for call in _IDS_CALL.finditer(segment):
         if call.group(1) in held:
             found += [held[call.group(1)], call.group(0)]
+    for listed in _HELD_LIST.finditer(segment):
+        # ``self.rotaries = nn.ModuleList(LayerRope(...) for ...)``; ``for i, rope in enumerate(self.rotaries):
+        # ... rope(position_ids, position_ids)``.
+        if not any(name.decode() in segment[listed.end():listed.end() + 400] for name in takers):
+            continue
+        for loop in re.finditer(rf"for\s+(?:\w+\s*,\s*)?(\w+)\s+in\s+(?:enumerate\()?self\.{listed.group(1)}\b", segment):
+            call = re.search(rf"\b{loop.group(1)}\(\s*(?:idx|tokens|\w*_ids)\s*[,)]", segment[loop.end():])
+            if call is not None:
+                found += [listed.group(0), loop.group(0)]
+        indexed = re.search(rf"self\.{listed.group(1)}\[[^\]\n]*\]\(\s*(?:idx|tokens|\w*_ids)\s*[,)]", segment)
+        if indexed is not None:
+            found += [listed.group(0), indexed.group(0)]
     if held and not found and _GLUE_CAST.search(segment):
         # ``cos.to(position_ids)``, ``position_ids.to(hidden_states.dtype)`` around the call: the methods that
         # call the rotary show what reaches it and what its tables become.
@@ -579,6 +593,9 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
                     strong.add(name)
                     changed = True
     kept_functions = [f"{name}(" for name in strong]
+    # Kept functions that hand back a closure (``def make_rotary(dim): def rope(pos): ...; return rope``): a class
+    # holding one (``self._rope = make_rotary(d)``) keeps the methods that call it.
+    factories = {name for name in strong if _NESTED_DEF.search(functions[name].text(text)) is not None}
     # ``.create_rope_const_params(``: rotary-named methods of kept classes; a class calling one keeps that method.
     kept_functions += _with_method_callers(text, blocks)
     # Kept rotary classes whose ``forward`` takes activations first, as ``Name(``: a class holding one may hand
@@ -601,6 +618,9 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
             interesting = any(call in segment for call in kept_functions)
         if block.calls_rotary_method:
             calls = [*calls, "def __init__("]
+        if is_class and interesting and factories:
+            held = [f"self.{m.group(1)}(" for m in _HELD.finditer(block.text(text)) if m.group(2) in factories]
+            calls = [*calls, *held] if held else calls
         if is_class:  # kept or not, a class that hands ids to a rotary keeps the methods that do it
             holder = _token_ids_handed(text, block, takers)
             if holder:

@@ -2423,3 +2423,150 @@ def test_a_method_with_an_unnamed_parameter_given_positions_through_vmap():
     fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "p.float() * rope_runtime." in fixed and _found(fixed) == {}
     assert _found(source.replace("position_ids.reshape(-1)", "x")) == {}
+
+
+def test_a_closure_made_by_a_factory_and_held_by_the_module():
+    """`self._rope = make_rotary(d)` holds the closure `rope(pos, dtype=None)`, whose tables take
+    `dtype or pos.dtype`: a call that leaves `dtype` out with integer positions truncates them (RPL001 at the
+    call, fixed by passing the activation's dtype). Passing a dtype says nothing."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def make_rotary(dim, base=10000.0):
+            inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+
+            def rope(pos, dtype=None):
+                out_dtype = dtype or pos.dtype
+                freqs = pos.float().unsqueeze(-1) * inv_freq.to(pos.device)
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos().to(out_dtype), emb.sin().to(out_dtype)
+
+            return rope
+
+
+        class RotaryQK(nn.Module):
+            def __init__(self, head_dim):
+                super().__init__()
+                self._rope = make_rotary(head_dim)
+
+            def forward(self, q, k, position_ids, offset=0):
+                cos, sin = self._rope(position_ids + offset)
+                return q * cos[:, None] + k * sin[:, None]
+        '''
+    assert _found(source) == {(23, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "self._rope(position_ids + offset, dtype=q.dtype)" in fixed and _found(fixed) == {}
+    assert _found(source.replace("self._rope(position_ids + offset)", "self._rope(position_ids, q.dtype)")) == {}
+
+
+def test_buffers_from_a_config_property_and_from_a_registering_helper():
+    """A buffer registered from a config object's cached property (`self.config.inv_freq.clone()`) is
+    inverse frequencies all the same; so is `self.inv_freq` when the class registers its buffers through a
+    helper with run-time names (`self._register(name, t)`). Either way `.bfloat16()` rounds it and positions
+    built in its dtype are 16-bit. A buffer registered as `None` is no table."""
+    config = '''\
+        import functools
+        from dataclasses import dataclass
+
+        import torch
+        from torch import nn
+
+
+        @dataclass
+        class RotaryConfig:
+            head_dim: int = 64
+
+            @functools.cached_property
+            def inv_freq(self):
+                return 1.0 / (10000.0 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim))
+
+
+        class Rotary(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.config = config
+                self.register_buffer("inv_freq", self.config.inv_freq.clone(), persistent=False)
+                self.register_buffer("cos_cached", None, persistent=False)
+
+            def forward(self, x):
+                t = torch.arange(x.shape[1], device=x.device, dtype=self.inv_freq.dtype)
+                freqs = t[:, None] * self.inv_freq[None, :]
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    assert _found(config) == {(25, "RPL005"): "safe", (26, "RPL002"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(config), ALL, unsafe=False).fixed
+    assert "lambda device: self.config.inv_freq.clone().to(device)" in fixed and _found(fixed) == {}
+    helper = '''\
+        import torch
+
+
+        class Rotary(torch.nn.Module):
+            def __init__(self, dim, base=10000):
+                super().__init__()
+                self.dim, self.base = dim, base
+                for name, value in self._make_buffers().items():
+                    self._register(name, value)
+
+            def _make_buffers(self):
+                return {"inv_freq": 1.0 / (self.base ** (torch.arange(0, self.dim, 2).float() / self.dim))}
+
+            def _register(self, name, tensor, persistent=False):
+                self.register_buffer(name, tensor, persistent=persistent)
+
+            def forward(self, x):
+                t = torch.arange(x.shape[0], device=x.device).type_as(self.inv_freq)
+                freqs = torch.einsum("i,j->ij", t, self.inv_freq)
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    assert _found(helper) == {(18, "RPL005"): "safe", (19, "RPL002"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(helper), ALL, unsafe=False).fixed
+    assert 'apply_keeping_dtype(self, super()._apply, fn, ("inv_freq",)' in fixed and _found(fixed) == {}
+    # Assigned as a plain attribute somewhere in the class: not one of the dynamically registered buffers.
+    plain = helper.replace("self.dim, self.base = dim, base",
+                           "self.dim, self.base = dim, base\n                self.inv_freq = None")
+    assert (19, "RPL002") not in _found(plain)
+
+
+def test_modules_of_a_module_list_called_in_a_loop_with_ids_as_their_activation():
+    """`for i, rope in enumerate(self.rotaries): rope(position_ids, position_ids)` runs `LayerRope.forward`,
+    whose tables take `x.dtype`: RPL001 at the call (unsafe fix: float32 ids stand in, as nothing here has
+    the activations' dtype). `self.rotaries[0](position_ids, position_ids)` is the same call; an activation
+    passed as `x` is fine."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class LayerRope(nn.Module):
+            def __init__(self, head_dim, theta):
+                super().__init__()
+                self.head_dim, self.theta = head_dim, theta
+
+            def forward(self, x, position_ids):
+                inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim))
+                freqs = position_ids.float()[..., None] * inv_freq.to(position_ids.device)
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+
+
+        class LayerRotaryStack(nn.Module):
+            def __init__(self, num_layers, head_dim):
+                super().__init__()
+                self.rotaries = nn.ModuleList(LayerRope(head_dim, 1e4 if i % 6 else 1e6) for i in range(num_layers))
+
+            def forward(self, position_ids):
+                tables = []
+                for i, rope in enumerate(self.rotaries):
+                    tables.append(rope(position_ids, position_ids))
+                return tables
+        '''
+    assert _found(source) == {(24, "RPL001"): "unsafe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=True).fixed
+    assert "rope(position_ids.float(), position_ids)" in fixed and _found(fixed) == {}
+    indexed = source.replace("for i, rope in enumerate(self.rotaries):\n                    tables.append(rope(",
+                             "for i in range(2):\n                    tables.append(self.rotaries[i](")
+    assert _found(indexed) == {(24, "RPL001"): "unsafe"}
+    activation = source.replace("def forward(self, position_ids)", "def forward(self, x, position_ids)") \
+        .replace("rope(position_ids, position_ids)", "rope(x, position_ids)")
+    assert _found(activation) == {}

@@ -121,6 +121,11 @@ class ClassInfo:
     writes: dict[str, set[str]] = field(default_factory=dict)
     # ``self.rope = RotaryEmbedding(...)``: attribute name -> the called name (its last dotted part)
     submodules: dict[str, str] = field(default_factory=dict)
+    # ``self.register_buffer(name, tensor)`` with a name only known at run time (a ``_register(name, t)`` helper
+    # fed from a dict): that call and whether it registers persistent buffers.
+    dynamic_buffer: tuple[ast.Call, bool, Scope] | None = None
+    # ``self.rotaries = nn.ModuleList(LayerRope(...) for ...)``: attribute name -> the names called inside
+    elements: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # ``self._tables[n] = (cos, sin)``: what a dict (or list) held in ``self.<name>`` stores, and its items
     entries: dict[str, tuple[Val, tuple[Val, ...] | None]] = field(default_factory=dict)
 
@@ -158,6 +163,12 @@ def held_class(classes: dict[str, ClassInfo], info: ClassInfo, attr: str) -> Cla
     return classes.get(made) if made is not None else None
 
 
+def held_factory(model: FileModel, info: ClassInfo, attr: str) -> str | None:
+    """The same-file function ``info`` (or a base) calls to build ``self.<attr>`` in ``__init__``."""
+    made = next((c.submodules[attr] for c in in_file_mro(model.classes, info) if attr in c.submodules), None)
+    return made if made is not None and made in model.functions else None
+
+
 # (kind, persistent, held value, frozen, frozen by default) of an ``nn.Buffer``/``nn.Parameter`` call.
 Holder = tuple[StateKind, bool, Val, bool, bool]
 
@@ -190,6 +201,9 @@ class Summary:
     # Parameters written into an integer buffer the function allocates (``out = positions.new_empty(...)``;
     # ``out.copy_(chunk[0])``), with that allocation: a caller passing the phase there has it truncated.
     int_buffer_writes: tuple[tuple[str, ast.Call], ...] = ()
+    # ``def make_rotary(dim): ... def rope(pos, dtype=None): ...; return rope``: what a call of the closure it
+    # hands back does (``self._rope = make_rotary(d)``; ``self._rope(position_ids)``).
+    made: Summary | None = None
 
     @property
     def reaches_arguments(self) -> bool:
@@ -217,6 +231,8 @@ class Frame:
     param_casts: list[tuple[str, str, Cast]] = field(default_factory=list)
     # Functions defined in this one (closures): what a call of each returns, as analysed in place.
     nested: dict[str, Summary] = field(default_factory=dict)
+    # The closure this function returns (``return rope``), if it returns one.
+    made: Summary | None = None
     # ``self.<name> = value`` earlier in this function: later reads here get that value, not the state's
     # (``self.inv_freq = 1.0 / (ext_factors * ...)`` then ``self.inv_freq[None, :]`` in Phi-3's forward).
     written: dict[str, Val] = field(default_factory=dict)
@@ -227,6 +243,8 @@ class Frame:
     lambdas: dict[str, ast.Lambda] = field(default_factory=dict)
     # ``for name, fn in zip(names, (torch.cos, torch.sin))``: loop names bound to cos/sin themselves.
     trig_names: set[str] = field(default_factory=set)
+    # ``for i, rope in enumerate(self.rotaries)``: loop names bound to modules of a class of this file.
+    instances: dict[str, ClassInfo] = field(default_factory=dict)
 
 
 @dataclass
@@ -509,6 +527,7 @@ class Interpreter:
                 info.methods[stmt.name] = stmt
                 if stmt.name == "__init__":  # where submodules are built; walking every method costs too much
                     info.submodules.update(_submodules(stmt))
+                    info.elements.update(_element_classes(stmt))
         self.model.classes[info.name] = info
 
     def _registry_class(self, info: ClassInfo, attr: str, registry: str) -> None:
@@ -741,7 +760,8 @@ class Interpreter:
         return Summary(ret, items, frozenset(frame.trig_params), frozenset(frame.position_params), tuple(params),
                        frozenset(frame.freq_params), inert, tuple(frame.int_casts), tuple(frame.dtype_casts),
                        tuple(frame.tensor_casts), tuple(frame.param_casts), frozenset(_float32_defaulted(fn)),
-                       tuple(dict.fromkeys(frame.container_writes)), tuple(dict.fromkeys(frame.int_buffer_writes)))
+                       tuple(dict.fromkeys(frame.container_writes)), tuple(dict.fromkeys(frame.int_buffer_writes)),
+                       frame.made)
 
     # ------------------------------------------------------------- statements
     def _block(self, body: list[ast.stmt], frame: Frame) -> None:
@@ -821,6 +841,8 @@ class Interpreter:
                 # ``assert dtype in [torch.float64, torch.float32]``: past this line it is a full dtype.
                 frame.env[narrowed] = frame.env[narrowed].evolve(dtype=Dt.FULL, site=None)
         elif isinstance(stmt, ast.Return):
+            if isinstance(stmt.value, ast.Name) and stmt.value.id in frame.nested:
+                frame.made = frame.nested[stmt.value.id]
             if stmt.value is not None:
                 val = self._eval(stmt.value, frame)
                 frame.returns.append(val)
@@ -836,6 +858,7 @@ class Interpreter:
             else:
                 it = self._eval(stmt.iter, frame)
                 frame.trig_names.update(self._trig_loop_names(stmt))
+                self._loop_instances(stmt, frame)
                 first = self._first_state(stmt.iter, frame)
                 self._bind(stmt.target, first if first is not None else it.evolve(roles=it.roles - {Role.ARANGE}),
                            None, frame)
@@ -876,9 +899,12 @@ class Interpreter:
             for name in own:
                 inner.env[name] = self._param_val(name)
             self._block(stmt.body, inner)
-            frame.nested[stmt.name] = Summary(_joined(inner.returns), None, frozenset(inner.trig_params),
-                                              frozenset(inner.position_params), tuple(own),
-                                              frozenset(inner.freq_params))
+            mine = set(own)
+            frame.nested[stmt.name] = Summary(
+                _joined(inner.returns), None, frozenset(inner.trig_params), frozenset(inner.position_params),
+                tuple(own), frozenset(inner.freq_params),
+                # ``def rope(pos, dtype=None): ... .to(dtype or pos.dtype)``: reported where a call leaves it out.
+                dtype_casts=tuple(c for c in inner.dtype_casts if c[0] in mine))
             frame.env.pop(stmt.name, None)
 
     def _filled_state(self, name: str, val: Val, node: ast.AST, frame: Frame) -> None:
@@ -1346,7 +1372,9 @@ class Interpreter:
                 return self._method_summary(frame.cls, attr).returns
             if SCALAR_PARAMS.search(attr) or attr in ("dim", "base"):
                 return Val(frozenset({Role.SCALAR}))
-            return self._named(attr)
+            entry = self._dynamic_state(frame.cls, attr)
+            if entry is None:
+                return self._named(attr)
         ref = entry.ref
         read = StateRead(ref, node, kept=self._kept(frame.cls, ref.name))
         stored = entry.value
@@ -1365,6 +1393,19 @@ class Interpreter:
             return stored
         # ``self.inv_freq = <what a registry function returned>``: the name says what it holds.
         return stored.evolve(roles=roles, read=read, alt_reads=())
+
+    def _dynamic_state(self, info: ClassInfo, attr: str) -> StateEntry | None:
+        """``self.inv_freq``, never assigned in the class, which registers buffers under names known only at
+        run time (``for name, t in self._make_buffers().items(): self._register(name, t)``): one of those."""
+        dynamic = next((c.dynamic_buffer for c in self._mro(info) if c.dynamic_buffer is not None), None)
+        named = self._named(attr)
+        if dynamic is None or not named.has(Role.INV_FREQ) or any(attr in c.writes for c in self._mro(info)):
+            return None
+        node, persistent, scope = dynamic
+        entry = StateEntry(StateRef(attr, StateKind.BUFFER, node, persistent), named)
+        info.state[attr] = entry
+        self.model.registrations.append(Registration(node, entry.ref, named, scope))
+        return entry
 
     @staticmethod
     def _subscript(elements: list[ast.expr], base: Val) -> Val:
@@ -1394,6 +1435,11 @@ class Interpreter:
             return frame.nested[func.id]
         if isinstance(func, ast.Name) and func.id in self.model.functions and func.id not in frame.env:
             return self._function_summary(func.id)
+        element = self._element_of(func, frame)
+        if element is not None:
+            # ``rope(x, position_ids)`` for a module of ``self.rotaries``, or ``self.rotaries[i](x, position_ids)``.
+            entry = next((name for name in ("forward", "__call__") if self._find_method(element, name)), None)
+            return self._method_summary(element, entry) if entry is not None else None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
                 and frame.cls is not None:
             if self._find_method(frame.cls, func.attr):
@@ -1401,6 +1447,10 @@ class Interpreter:
             held = self._held_entry(frame.cls, func.attr)
             if held is not None:
                 return self._method_summary(*held)
+            factory = held_factory(self.model, frame.cls, func.attr)
+            if factory is not None and factory not in self.in_progress:
+                # ``self._rope(position_ids)`` where ``__init__`` built ``self._rope = make_rotary(d)``.
+                return self._function_summary(factory).made
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.model.classes \
                 and func.value.id not in frame.env and self._find_method(self.model.classes[func.value.id], func.attr):
             # ``RopeEmbeddingUtils.create_sinusoidal_positions(...)``: a static or class method of this file.
@@ -1412,6 +1462,36 @@ class Interpreter:
             if owner is not None and owner is not frame.cls and self._find_method(owner, func.attr):
                 return self._method_summary(owner, func.attr)
         return None
+
+    def _element_class(self, cls: ClassInfo, attr: str) -> ClassInfo | None:
+        """The class of this file whose modules ``self.<attr>`` (a ``ModuleList``/``ModuleDict``) holds."""
+        names = next((c.elements[attr] for c in in_file_mro(self.model.classes, cls) if attr in c.elements), ())
+        found = [self.model.classes[n] for n in names if n in self.model.classes and n != cls.name]
+        return found[0] if found and all(f is found[0] for f in found) else None
+
+    def _element_of(self, func: ast.expr, frame: Frame) -> ClassInfo | None:
+        """The class of the module a call runs: ``rope`` bound by a loop over ``self.rotaries``, or
+        ``self.rotaries[i]``."""
+        if isinstance(func, ast.Name):
+            return frame.instances.get(func.id)
+        attr = _self_attr(func.value) if isinstance(func, ast.Subscript) else None
+        return self._element_class(frame.cls, attr) if attr is not None and frame.cls is not None else None
+
+    def _loop_instances(self, loop: ast.For | ast.AsyncFor, frame: Frame) -> None:
+        """``for rope in self.rotaries`` / ``for i, rope in enumerate(self.rotaries)``: ``rope`` is one of the
+        modules the container holds."""
+        source, target = loop.iter, loop.target
+        if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id == "enumerate" \
+                and source.args and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+            source, target = source.args[0], target.elts[1]
+        attr = _self_attr(source)
+        if attr is None or frame.cls is None or not isinstance(target, ast.Name):
+            return
+        held = self._element_class(frame.cls, attr)
+        if held is not None:
+            frame.instances[target.id] = held
+        else:
+            frame.instances.pop(target.id, None)
 
     def _held_entry(self, cls: ClassInfo, attr: str) -> tuple[ClassInfo, str] | None:
         """``self.<attr>(...)`` where ``__init__`` built ``self.<attr> = RoPE(...)`` from a class of this file:
@@ -1689,6 +1769,10 @@ class Interpreter:
 
     def _callee_node(self, node: ast.Call, frame: Frame) -> FunctionNode | None:
         func = node.func
+        element = self._element_of(func, frame)
+        if element is not None:
+            entry = next((name for name in ("forward", "__call__") if self._find_method(element, name)), None)
+            return same_file_callable(self.model, element, entry, method=True) if entry is not None else None
         if isinstance(func, ast.Name):
             return same_file_callable(self.model, None, func.id)
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
@@ -1706,7 +1790,8 @@ class Interpreter:
         callee, owner = self._callee_node(node, frame), frame.scope.node
         if callee is None or owner is None:
             return None
-        params = call_params(callee, is_method=isinstance(node.func, ast.Attribute))
+        params = call_params(callee, is_method=isinstance(node.func, ast.Attribute)
+                             or self._element_of(node.func, frame) is not None)
         given = {k.arg for k in node.keywords if k.arg is not None and not is_none(k.value)}
         given |= {p for p, a in zip(params, node.args) if not isinstance(a, ast.Starred) and not is_none(a)}
         if not _dtype_and_device_only(callee, name, given):
@@ -1771,13 +1856,17 @@ class Interpreter:
         persistent_node = pos[2] if len(pos) > 2 else kw.get("persistent")
         value = self._eval(value_node, frame) if value_node is not None else UNKNOWN
         name = string_value(name_node) if name_node is not None else None
+        persistent = not (persistent_node is not None and bool_literal(persistent_node) is False)
+        if name is None and frame.cls is not None and isinstance(name_node, ast.Name):
+            frame.cls.dynamic_buffer = frame.cls.dynamic_buffer or (node, persistent, frame.scope)
         if name is None or frame.cls is None:
             return UNKNOWN
-        persistent = not (persistent_node is not None and bool_literal(persistent_node) is False)
         frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
         named = self._state_roles(name)
-        if not value.roles or (Role.INV_FREQ in named and value.roles <= {Role.POSITIONS, Role.ARANGE}):
-            # ``register_buffer("freq_basis", theta ** torch.linspace(...))``: a ramp the name calls frequencies.
+        if not value.roles or (value.roles == {Role.SCALAR} and not isinstance(value_node, ast.Constant)) \
+                or (Role.INV_FREQ in named and value.roles <= {Role.POSITIONS, Role.ARANGE}):
+            # ``register_buffer("freq_basis", theta ** torch.linspace(...))``: a ramp the name calls frequencies;
+            # ``register_buffer("inv_freq", self.config.inv_freq.clone())``: a buffer is a tensor, not a number.
             value = value.evolve(roles=named)
         ref = StateRef(name, StateKind.BUFFER, node, persistent)
         frame.cls.state[name] = StateEntry(ref, value)
@@ -2736,6 +2825,22 @@ def _only_casts(fn: FunctionNode, value: str, like: str) -> bool:
         and isinstance(call.func.value, ast.Name) and call.func.value.id == value and len(call.args) == 1 \
         and not call.keywords and isinstance(call.args[0], ast.Attribute) and call.args[0].attr == "dtype" \
         and isinstance(call.args[0].value, ast.Name) and call.args[0].value.id == like
+
+
+def _element_classes(fn: FunctionNode) -> dict[str, tuple[str, ...]]:
+    """``self.rotaries = nn.ModuleList(LayerRope(d, t) for t in thetas)`` in ``fn``: {"rotaries": ("LayerRope",)}."""
+    out = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                and (dotted(node.value.func) or [""])[-1] in ("ModuleList", "ModuleDict"):
+            called = tuple(dict.fromkeys(n.func.id for arg in node.value.args for n in ast.walk(arg)
+                                         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                                         and n.func.id[:1].isupper()))
+            for target in node.targets:
+                attr = _self_attr(target)
+                if attr is not None and called:
+                    out[attr] = called
+    return out
 
 
 def _submodules(fn: FunctionNode) -> dict[str, str]:
