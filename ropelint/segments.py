@@ -254,6 +254,16 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
                    for name in (m.group(1) or m.group(2) for m in _REGISTERED.finditer(text))):
                 kept.append((start, stop))
                 skipped.remove((start, stop, text))
+    # A method that casts registered state (``self.cos_sin_cache = self.cos_sin_cache.to(positions)`` in vLLM's
+    # ``forward_native``): module casts are not the only ones that reach a cached table.
+    if any_method and skipped:
+        kept_text = "".join("".join(lines[a:b]) for a, b in kept)
+        registered = {m.group(1) or m.group(2) for m in _REGISTERED.finditer(kept_text)}
+        casts = tuple(f"self.{name}.{verb}(" for name in registered for verb in ("to", "type", "type_as"))
+        for start, stop, text in list(skipped):
+            if casts and any(cast in text for cast in casts):
+                kept.append((start, stop))
+                skipped.remove((start, stop, text))
     # A method that hands a dtype to a kept one (``self.get_seq_pos(n, dtype=q.dtype)``) decides what
     # that one builds: the analysis and the fix at its calls must see every such call.
     if any_method and dtype_takers:
@@ -431,14 +441,20 @@ def _with_method_callers(text: bytes, blocks: list[_Block]) -> list[str]:
     changed = True
     while changed:
         changed = False
-        methods = {m.group(1) for b in classes if b.interesting
-                   for m in _METHOD_DEF.finditer(text, b.begin, b.end)} - done
+        defs = {m.group(1): m for b in classes if b.interesting for m in _METHOD_DEF.finditer(text, b.begin, b.end)}
+        methods = set(defs) - done
         calls = [b"." + m + b"(" for m in methods if _ROTARY_NAME.search(m.decode())]
+        # ``self.rotary_pos_emb.forward_impl(n, d, dtype=position_ids.dtype, ...)``: a method that takes a dtype
+        # builds its tables in whatever dtype a caller hands it.
+        typed = [b"." + m + b"(" for m in methods if not _ROTARY_NAME.search(m.decode()) and not m.startswith(b"__")
+                 and _takes_dtype(text[defs[m].end():text.find(b":\n", defs[m].end()) + 1].decode("utf-8", "replace"))]
         done |= methods
         for b in classes:
             if b.interesting:
                 continue
             hits = [call for call in calls if text.find(call, b.begin, b.end) != -1]
+            if typed and text.find(b"dtype", b.begin, b.end) != -1:
+                hits += [call for call in typed if text.find(call, b.begin, b.end) != -1]
             if hits:
                 b.interesting = b.calls_rotary_method = changed = True
                 found.extend(call.decode() for call in hits if call.decode() not in found)

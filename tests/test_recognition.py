@@ -2570,3 +2570,216 @@ def test_modules_of_a_module_list_called_in_a_loop_with_ids_as_their_activation(
     activation = source.replace("def forward(self, position_ids)", "def forward(self, x, position_ids)") \
         .replace("rope(position_ids, position_ids)", "rope(x, position_ids)")
     assert _found(activation) == {}
+
+
+def test_a_positions_parameter_reshaped_before_a_cache_is_matched_to_it():
+    """vLLM's `positions = (positions + offsets).flatten()` still holds the parameter's int64 ids, so
+    `self._match_cache_dtype(positions)`, whose cache takes `ref.dtype`, truncates the tables (RPL001, fixed by
+    handing the query, which the method reads only for its dtype and device). A local named `positions`
+    built from something else says nothing."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, rotary_dim, max_positions=4096, base=10000.0):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim))
+                t = torch.arange(max_positions, dtype=torch.float)
+                freqs = t[:, None] * inv_freq[None, :]
+                self.cos_sin_cache = torch.cat((freqs.cos(), freqs.sin()), dim=-1)
+
+            def _match_cache_dtype(self, ref):
+                if self.cos_sin_cache.device != ref.device or self.cos_sin_cache.dtype != ref.dtype:
+                    self.cos_sin_cache = self.cos_sin_cache.to(ref.device, dtype=ref.dtype)
+
+            def forward(self, positions, query, offsets=None):
+                if offsets is not None:
+                    positions = positions + offsets
+                positions = positions.flatten()
+                self._match_cache_dtype(positions)
+                cos, sin = self.cos_sin_cache.index_select(0, positions).chunk(2, dim=-1)
+                return query * cos + query * sin
+        '''
+    assert _found(source) == {(21, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "self._match_cache_dtype(query)" in fixed and _found(fixed) == {}
+    assert _found(source.replace("positions = positions.flatten()", "positions = query.flatten()")) == {}
+
+
+def test_a_holder_passing_an_integer_dtype_to_a_dtype_taking_method_of_its_rotary():
+    """ChatGLM's `self.rotary_pos_emb.forward_impl(n, d, dtype=position_ids.dtype, ...)` in a class that has no
+    rotary vocabulary of its own: the call is still seen (the method takes a dtype), and its `cache.to(dtype)`
+    truncates the cache (RPL001, fixed by passing float32)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.dim = dim
+
+            def forward_impl(self, seq_len: int, n_elem: int, dtype: torch.dtype, device: torch.device, base=10000):
+                theta = 1.0 / (base ** (torch.arange(0, n_elem, 2, dtype=torch.float, device=device) / n_elem))
+                seq_idx = torch.arange(seq_len, dtype=torch.float, device=device)
+                idx_theta = torch.outer(seq_idx, theta).float()
+                cache = torch.stack([torch.cos(idx_theta), torch.sin(idx_theta)], dim=-1)
+                return cache.to(dtype)
+
+
+        class GLM2D(nn.Module):
+            def __init__(self, kv_channels=128):
+                super().__init__()
+                self.rotary_pos_emb = RotaryEmbedding(kv_channels // 2)
+
+            def _cache_for(self, position_ids):
+                n = int(position_ids.max()) + 1
+                return self.rotary_pos_emb.forward_impl(n, self.rotary_pos_emb.dim, dtype=position_ids.dtype,
+                                                        device=position_ids.device)
+
+            def forward(self, query, position_ids):
+                return query * self._cache_for(position_ids)[position_ids][..., 0].to(query.dtype)
+        '''
+    assert _found(source) == {(25, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "dtype=torch.float32," in fixed and _found(fixed) == {}
+    assert _found(source.replace("dtype=position_ids.dtype", "dtype=torch.float32")) == {}
+
+
+def test_a_cached_table_moved_with_to_positions_after_the_positions_are_reshaped():
+    """vLLM's `self.cos_sin_cache = self.cos_sin_cache.to(positions, non_blocking=True)` after `positions =
+    (positions + offsets).flatten()`: `.to(tensor)` takes the int64 dtype with the device (RPL001, fixed by
+    keeping only the device move). The method holding it is kept even in a class whose name and other methods
+    say nothing rotary. `.to(positions.device, ...)` is a device move only."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Engine(nn.Module):
+            def __init__(self, rotary_dim, max_positions=4096, base=10000.0):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim))
+                t = torch.arange(max_positions, dtype=torch.float)
+                freqs = torch.einsum("i,j -> ij", t, inv_freq)
+                self.register_buffer("cos_sin_cache", torch.cat((freqs.cos(), freqs.sin()), dim=-1), persistent=False)
+
+            def forward_native(self, positions, query, offsets=None):
+                if offsets is not None:
+                    positions = positions + offsets
+                positions = positions.flatten()
+                self.cos_sin_cache = self.cos_sin_cache.to(positions, non_blocking=True)
+                cos, sin = self.cos_sin_cache.index_select(0, positions).chunk(2, dim=-1)
+                return query * cos + query * sin
+        '''
+    found = _found(source)
+    assert found[(17, "RPL001")] == "safe"
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "self.cos_sin_cache.to(positions.device, non_blocking=True)" in fixed
+    assert (17, "RPL001") not in _found(fixed)
+    assert (17, "RPL001") not in _found(source.replace(".to(positions, non", ".to(positions.device, non"))
+
+
+def test_tables_packed_into_a_cache_entry_in_the_callers_dtype_are_cast_where_they_are_taken():
+    """`t = torch.arange(n).to(dtype)` and `inv_freq.to(dtype=dtype)` for tables packed as
+    `entry = (n, emb.cos(), emb.sin())` (stored in a dict and returned): safe to build in float32 when each
+    cos/sin is cast to `dtype` where it is taken, which keeps the entry's dtype. A table used in arithmetic in
+    the function leaves the fix unsafe."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class QwenRotaryEmbedding(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                self.inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+                self._tables = {}
+
+            def _build(self, seq_len, device, dtype):
+                t = torch.arange(seq_len, device=device).to(dtype)
+                freqs = torch.outer(t, self.inv_freq.to(device=device, dtype=dtype))
+                emb = torch.cat((freqs, freqs), dim=-1)
+                entry = (seq_len, emb.cos(), emb.sin())
+                self._tables[(device, dtype)] = entry
+                return entry
+
+            def forward(self, x, seq_len):
+                _, cos, sin = self._build(seq_len, x.device, x.dtype)
+                return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
+        '''
+    assert _found(source) == {(12, "RPL005"): "safe", (13, "RPL006"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "entry = (seq_len, emb.cos().to(dtype), emb.sin().to(dtype))" in fixed
+    assert "torch.arange(seq_len, device=device).float()" in fixed and _found(fixed) == {}
+    used = source.replace("entry = (seq_len, emb.cos(), emb.sin())", "entry = (seq_len, emb.cos() * 2, emb.sin())")
+    assert _found(used)[(12, "RPL005")] == "unsafe"
+
+
+def test_cached_tables_rebuilt_by_the_apply_override_or_before_every_read():
+    """Tables registered by `_set_cos_sin_cache` are kept when the class's `_apply` calls that method after
+    `super()._apply` (rebuilding them from float32), and need no keeping when `forward` rebuilds them as its
+    own statement before reading them. Rebuilt only in `__init__`, they are rounded by a later cast (RPL011);
+    an `_apply` that only widens the buffer in an `if` on its dtype repairs nothing (RPL002)."""
+    rebuilt_in_apply = '''\
+        import torch
+
+
+        class RotaryEmbedding(torch.nn.Module):
+            def __init__(self, dim, max_positions=2048, base=10000):
+                super().__init__()
+                self.dim, self.base = dim, base
+                self.register_buffer("inv_freq", self._inv_freq(None), persistent=False)
+                self._set_cos_sin_cache(max_positions, device=self.inv_freq.device)
+
+            def _inv_freq(self, device):
+                return 1.0 / (self.base ** (torch.arange(0, self.dim, 2, device=device, dtype=torch.float32) / self.dim))
+
+            def _set_cos_sin_cache(self, seq_len, device):
+                self.max_seq_len_cached = seq_len
+                t = torch.arange(seq_len, device=device, dtype=torch.float32)
+                freqs = torch.outer(t, self._inv_freq(device))
+                emb = torch.cat((freqs, freqs), dim=-1)
+                self.register_buffer("cos_cached", emb.cos(), persistent=False)
+                self.register_buffer("sin_cached", emb.sin(), persistent=False)
+
+            def _apply(self, fn, recurse=True):
+                super()._apply(fn, recurse)
+                self._set_cos_sin_cache(self.max_seq_len_cached, self.inv_freq.device)
+                return self
+
+            def forward(self, x, seq_len):
+                return self.cos_cached[:seq_len].to(dtype=x.dtype), self.sin_cached[:seq_len].to(dtype=x.dtype)
+        '''
+    assert _found(rebuilt_in_apply) == {}
+    without_apply = rebuilt_in_apply.replace("def _apply(self, fn, recurse=True)", "def _unused(self, fn, recurse=True)")
+    assert _found(without_apply) == {(19, "RPL011"): "safe", (20, "RPL011"): "safe"}
+    rebuilt_in_forward = without_apply.replace(
+        "def forward(self, x, seq_len):\n",
+        "def forward(self, x, seq_len):\n                self._set_cos_sin_cache(seq_len, x.device)\n")
+    assert _found(rebuilt_in_forward) == {}
+    widened = '''\
+        import torch
+
+
+        class RotaryEmbedding(torch.nn.Module):
+            def __init__(self, dim, base=10000):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+            def _apply(self, fn, recurse=True):
+                super()._apply(fn, recurse)
+                if self.inv_freq.dtype != torch.float32:
+                    self.inv_freq = self.inv_freq.float()
+                return self
+
+            def forward(self, x, seq_len):
+                t = torch.arange(seq_len, device=x.device, dtype=torch.float32)
+                freqs = torch.outer(t, self.inv_freq.to(x.device))
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    assert _found(widened) == {(18, "RPL002"): "safe"}

@@ -236,6 +236,9 @@ class Frame:
     # ``self.<name> = value`` earlier in this function: later reads here get that value, not the state's
     # (``self.inv_freq = 1.0 / (ext_factors * ...)`` then ``self.inv_freq[None, :]`` in Phi-3's forward).
     written: dict[str, Val] = field(default_factory=dict)
+    # ``self._build_cache(n)`` as a statement earlier in this function: state name -> the rebuilt state's
+    # registering call, by ``id`` (see FileModel.rebuilt_states).
+    rebuilt: dict[str, int] = field(default_factory=dict)
     # Parameters written into (``out[...] = freqs[0]``), with the parameter written: see Summary.
     container_writes: list[tuple[str, str | None]] = field(default_factory=list)
     int_buffer_writes: list[tuple[str, ast.Call]] = field(default_factory=list)
@@ -278,6 +281,9 @@ class FileModel:
     # Same-file functions -> the parameters they use only as positions of a phase (never their dtype,
     # never returned): float32 positions passed there change the phase's precision and nothing else.
     phase_position_params: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Registering calls of state that a method rebuilds in float32 before reading it (``self._build_cache(n)``
+    # first in ``forward``), by ``id``: read there, what a module cast left is never read.
+    rebuilt_states: set[int] = field(default_factory=set)
 
 
 def _positions_only(fn: FunctionNode, params: frozenset[str]) -> set[str]:
@@ -631,8 +637,10 @@ class Interpreter:
             return False
         pattern = re.compile(rf"(?<![\w{{]){re.escape(state)}(?!\w)")
         overrides = [cls.methods["_apply"] for cls in self._mro(info) if "_apply" in cls.methods]
-        return any(pattern.search(self.spans.text(fn)) is not None and not _only_widens(fn, state)
-                   for fn in overrides)
+        # ``self._set_cos_sin_cache(n, device)`` after ``super()._apply``: the method that (re)registers the state.
+        writers = {symbol.rsplit(".", 1)[-1] for cls in self._mro(info) for symbol in cls.writes.get(state, ())}
+        return any((pattern.search(self.spans.text(fn)) is not None and not _only_widens(fn, state))
+                   or _calls_self_method_after_super(fn, writers) for fn in overrides)
 
     def _method_summary(self, info: ClassInfo, name: str) -> Summary:
         found = self._find_method(info, name)
@@ -831,6 +839,7 @@ class Interpreter:
             self._bind(stmt.target, val, None, frame, source=stmt)
         elif isinstance(stmt, ast.Expr):
             self._eval(stmt.value, frame)
+            self._rebuilt_by_call(stmt, frame)
         elif isinstance(stmt, ast.Assert):
             narrowed = _asserted_full_dtype(stmt.test)
             if narrowed is not None and narrowed.endswith(".dtype") and narrowed[:-6] in frame.env:
@@ -906,6 +915,27 @@ class Interpreter:
                 # ``def rope(pos, dtype=None): ... .to(dtype or pos.dtype)``: reported where a call leaves it out.
                 dtype_casts=tuple(c for c in inner.dtype_casts if c[0] in mine))
             frame.env.pop(stmt.name, None)
+
+    def _rebuilt_by_call(self, stmt: ast.Expr, frame: Frame) -> None:
+        """``self._build_cache(n, x.device)`` as a statement of the function's own body, calling a method that
+        always (re)registers float32 state: the reads below get what it built, not what a module cast left."""
+        call = stmt.value
+        if frame.cls is None or not isinstance(call, ast.Call) or _self_attr(call.func) is None \
+                or frame.scope.node is None or not any(s is stmt for s in frame.scope.node.body):
+            return
+        found = self._find_method(frame.cls, call.func.attr)  # type: ignore[attr-defined]
+        if found is None:
+            return
+        method = found[1]
+        for cls in self._mro(frame.cls):
+            for state, symbols in cls.writes.items():
+                if not any(symbol.rsplit(".", 1)[-1] == method.name for symbol in symbols):
+                    continue
+                entry = self._find_state(frame.cls, state)
+                if entry is not None and entry.ref.kind is not StateKind.ATTRIBUTE and entry.value.dtype is Dt.FULL \
+                        and _writes_unconditionally(method, state):
+                    frame.written[state] = entry.value
+                    frame.rebuilt[state] = id(entry.ref.node)
 
     def _filled_state(self, name: str, val: Val, node: ast.AST, frame: Frame) -> None:
         """``self.freqs.copy_(torch.outer(t, inv_freq))`` into a buffer registered empty (torchtitan's
@@ -1009,6 +1039,7 @@ class Interpreter:
                 and target.value.id == "self" and frame.cls is not None:
             name = target.attr
             frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
+            frame.rebuilt.pop(name, None)
             if val.reads and val.roles & {Role.INV_FREQ} and frame.scope.symbol.rsplit(".", 1)[-1] != "__init__" \
                     and all(read.ref.name != name for read in val.reads):  # not ``self.x = self.x.float()``
                 frame.written[name] = val
@@ -1361,6 +1392,8 @@ class Interpreter:
         if frame.cls is None:
             return self._named(attr)
         if attr in frame.written and not self._metadata_read:
+            if attr in frame.rebuilt:
+                self.model.rebuilt_states.add(frame.rebuilt[attr])
             return frame.written[attr]
         entry = self._find_state(frame.cls, attr)
         if entry is None:
@@ -1846,6 +1879,8 @@ class Interpreter:
             return False
         if INT_BY_NAME.match(arg.id) or (val.param == arg.id and _ids_by_name(val)):
             return True  # ``positions``, ``pos_ids``: a parameter that only ever holds positions, int64 ids
+        if arg.id in frame.scope.params and _ids_by_name(val.evolve(param=arg.id)):
+            return True  # ``positions = (positions + offsets).flatten()``: still that parameter's ids
         if val.param != arg.id:
             return False  # ``src = self.embedding(src)`` first: the name no longer holds the ids
         return self._embedding_of(arg, frame) is not None
@@ -2205,9 +2240,12 @@ class Interpreter:
                 # ``cache.to(positions)[positions]``: what indexes a tensor is integer, and ``.to`` takes its dtype.
                 target, target_node = dtype_val(Dt.INT).evolve(param=vals[0].param), pos[0]
             elif method == "to" and target is None and vals and vals[0].has(Role.POSITIONS) \
-                    and vals[0].dtype is Dt.UNKNOWN and vals[0].param is not None and isinstance(pos[0], ast.Name):
-                # ``freqs.cos().to(positions)``: the dtype of a positions parameter (RPL001 decides what that means).
-                target, target_node = dtype_val(Dt.RUNTIME).evolve(param=vals[0].param), pos[0]
+                    and vals[0].dtype is Dt.UNKNOWN and isinstance(pos[0], ast.Name) and (
+                        vals[0].param is not None or (pos[0].id in frame.scope.params
+                                                      and POSITION_NAMES.match(pos[0].id) is not None)):
+                # ``freqs.cos().to(positions)``: the dtype of a positions parameter (RPL001 decides what that means),
+                # also after ``positions = (positions + offsets).flatten()``.
+                target, target_node = dtype_val(Dt.RUNTIME).evolve(param=vals[0].param or pos[0].id), pos[0]
             elif method == "to" and target is None and vals and not vals[0].roles and vals[0].param is not None \
                     and _bare_param(receiver) and isinstance(pos[0], ast.Name) \
                     and pos[0].id in frame.scope.params:
@@ -2927,6 +2965,32 @@ def is_runtime_inv_freq(qn: str) -> bool:
     return qn.rsplit(".", 1)[-1] in ("inv_freq", "inv_freq_from") and ("ropelint.runtime" in qn or "rope_runtime" in qn)
 
 
+def _writes_unconditionally(fn: FunctionNode, state: str) -> bool:
+    """A statement of ``fn``'s own body registers or assigns ``self.<state>`` (no branch can skip it)."""
+    for stmt in fn.body:
+        if isinstance(stmt, ast.Assign) and any(_self_attr(t) == state for t in stmt.targets):
+            return True
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "register_buffer" \
+                and call.args and string_value(call.args[0]) == state:
+            return True
+    return False
+
+
+def _calls_self_method_after_super(fn: FunctionNode, names: set[str]) -> bool:
+    """``fn`` calls ``self.<one of names>(...)`` in a statement after its ``super()._apply(...)`` one."""
+    seen_super = False
+    for stmt in fn.body:
+        calls = [n for n in ast.walk(stmt) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+        if any(c.func.attr == "_apply" and isinstance(c.func.value, ast.Call)  # type: ignore[union-attr]
+               and isinstance(c.func.value.func, ast.Name) and c.func.value.func.id == "super" for c in calls):
+            seen_super = True
+            continue
+        if seen_super and any(c.func.attr in names and _self_attr(c.func) is not None for c in calls):  # type: ignore[union-attr]
+            return True
+    return False
+
+
 def _only_widens(fn: ast.AST, state: str) -> bool:
     """``fn`` mentions ``self.<state>`` only in ``self.<state> = self.<state>.float()`` (or ``.to(float32)``,
     ``.double()``): a cast of values the conversion already rounded. False when it names the state otherwise
@@ -2941,6 +3005,8 @@ def _only_widens(fn: ast.AST, state: str) -> bool:
                         (dotted(a) or [""])[-1] in ("float32", "float", "float64", "double")
                         for a in (*node.value.args, *(k.value for k in node.value.keywords if k.arg == "dtype"))))):
             allowed.update(id(n) for n in (node.targets[0], node.value.func.value))
+        elif isinstance(node, ast.Attribute) and node.attr == "dtype" and _self_attr(node.value) == state:
+            allowed.add(id(node.value))  # ``if self.inv_freq.dtype != torch.float32:`` reads the dtype only
     if any(isinstance(n, ast.Constant) and isinstance(n.value, str) and state in n.value for n in ast.walk(fn)):
         return False  # named in a string: ``apply_keeping_dtype(self, super()._apply, fn, ("inv_freq",))``
     mentions = [n for n in ast.walk(fn) if isinstance(n, ast.Attribute) and _self_attr(n) == state]

@@ -104,6 +104,10 @@ def _plan(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Scope,
         casts = _stored_casts(ctx, scope, dtype.id)
         if casts:
             return FixPlan("safe", f"{description}, and store the tables in `{dtype.id}`", (*edits, *casts))
+        casts = _packed_casts(ctx, scope, dtype.id)
+        if casts:
+            return FixPlan("safe", f"{description}, and cast the tables to `{dtype.id}` where they are taken",
+                           (*edits, *casts))
     if why:
         return FixPlan("unsafe", f"{description} ({why})", edits)
     return FixPlan("safe", description, edits)
@@ -149,6 +153,20 @@ def _stored_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, 
             text = ctx.code(node.value)
             edits.append(Replace(node.value, f"{text}.to({dtype})"))
     return tuple(edits)
+
+
+def _packed_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, ...]:
+    """``entry = (n, emb.cos(), emb.sin())`` -> ``emb.cos().to(dtype)``: every cos/sin the function takes is
+    packed as it is into a tuple or list (a cache entry it stores and returns, ``torch.cat([sin, cos])``), so
+    casting each one keeps what leaves the function in ``dtype``."""
+    fn = scope.node
+    if fn is None:
+        return ()
+    trigs = [n for n in ast.walk(fn) if is_trig_call(n)]
+    packed = {id(el) for n in ast.walk(fn) if isinstance(n, (ast.Tuple, ast.List)) for el in n.elts}
+    if not trigs or any(id(t) not in packed for t in trigs):
+        return ()
+    return tuple(Replace(t, f"{ctx.code(t)}.to({dtype})") for t in trigs)
 
 
 def _unsafe_because(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Scope) -> str:
