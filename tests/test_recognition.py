@@ -2783,3 +2783,99 @@ def test_cached_tables_rebuilt_by_the_apply_override_or_before_every_read():
                 return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
         '''
     assert _found(widened) == {(18, "RPL002"): "safe"}
+
+
+def test_a_range_wrapper_is_read_with_its_callers_arguments():
+    """`def _arange(start, end, step=1, *, device=None, dtype=None): return torch.arange(...)`: called with a step
+    of 2 it makes exponents, so `compute_inv_freq` builds inverse frequencies, and a caller threading a 16-bit
+    dtype through three calls gets 16-bit frequencies (RPL006) and positions (RPL005), as if the ranges were
+    written out."""
+    source = '''\
+        import torch
+
+
+        def _arange(start, end, step=1, *, device=None, dtype=None):
+            return torch.arange(start, end, step, device=device, dtype=dtype)
+
+
+        def compute_inv_freq(dim, base, *, device=None, dtype=None):
+            return 1.0 / (base ** (_arange(0, dim, 2, device=device, dtype=dtype) / dim))
+
+
+        def get_rotary_seq_freqs(dim, base, max_seq_len, *, device=None, dtype=None):
+            inv_freq = compute_inv_freq(dim, base, device=device, dtype=dtype)
+            seq = _arange(0, max_seq_len, device=device, dtype=dtype)
+            return torch.outer(seq, inv_freq)
+
+
+        class RotaryEmbedding(torch.nn.Module):
+            def __init__(self, dim, base=10000):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, max_seq_len, device=None):
+                freqs = get_rotary_seq_freqs(self.dim, self.base, max_seq_len, device=device, dtype=torch.bfloat16)
+                return torch.cat((freqs, freqs), dim=-1)[:, None, None, :]
+        '''
+    found = _found(source)
+    assert (9, "RPL006") in found and (14, "RPL005") in found
+    # The same findings as with the ranges written out where they are made.
+    assert found.keys() == _found(source.replace("_arange(0, dim, 2, device=device, dtype=dtype)",
+                                          "torch.arange(0, dim, 2, device=device, dtype=dtype)")
+                           .replace("_arange(0, max_seq_len, device=device, dtype=dtype)",
+                                    "torch.arange(0, max_seq_len, device=device, dtype=dtype)")).keys()
+
+
+def test_positions_counted_over_a_mask_in_the_activation_dtype():
+    """`mask = attention_mask.to(hidden_states.dtype)` (through a helper), then `torch.cumsum(mask, -1)`: the
+    count runs in 16 bits (RPL005), fixed by counting in float32 (`dtype=torch.float32`, not a `.float()` of
+    rounded counts). A `.long()` mask counts in int64."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class LeftPaddedRotary(nn.Module):
+            def __init__(self, head_dim=64, theta=10000.0):
+                super().__init__()
+                self.head_dim, self.theta = head_dim, theta
+
+            @staticmethod
+            def _float_mask(hidden_states, attention_mask):
+                return attention_mask.to(hidden_states.dtype)
+
+            def forward(self, hidden_states, attention_mask):
+                mask = self._float_mask(hidden_states, attention_mask)
+                position_ids = (torch.cumsum(mask, dim=-1) - 1).masked_fill(mask == 0, 1)
+                inv_freq = 1.0 / (self.theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim))
+                freqs = position_ids.float()[..., None] * inv_freq.to(hidden_states.device)
+                return freqs.cos().to(hidden_states.dtype), freqs.sin().to(hidden_states.dtype)
+        '''
+    assert _found(source) == {(16, "RPL005"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "torch.cumsum(mask, dim=-1, dtype=torch.float32)" in fixed and _found(fixed) == {}
+    assert _found(source.replace("return attention_mask.to(hidden_states.dtype)",
+                                 "return attention_mask.long()")) == {}
+    method = source.replace("torch.cumsum(mask, dim=-1)", "mask.cumsum(-1)")
+    assert _found(method) == {(16, "RPL005"): "safe"}
+    assert "mask.cumsum(-1, dtype=torch.float32)" in fix_text("rotary.py", textwrap.dedent(method), ALL,
+                                                              unsafe=False).fixed
+
+
+def test_a_dtype_promoted_from_two_integer_dtypes_is_an_integer_dtype():
+    """`dtype = torch.promote_types(position_ids.dtype, cu_seqlens.dtype)` is int64; tables cast to it truncate
+    (RPL001). Promoted with the activation's dtype it is a float dtype."""
+    source = '''\
+        import torch
+
+
+        class VarlenRotary(torch.nn.Module):
+            def forward(self, q, position_ids, cu_seqlens):
+                dtype = torch.promote_types(position_ids.dtype, cu_seqlens.dtype)
+                inv_freq = 1.0 / (10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float32) / 64))
+                freqs = position_ids.float()[:, None] * inv_freq[None, :]
+                cos, sin = freqs.cos().to(dtype), freqs.sin().to(dtype)
+                return q * cos + q * sin
+        '''
+    assert _found(source) == {(9, "RPL001"): "safe"}
+    assert _found(source.replace("cu_seqlens.dtype)", "q.dtype)")) == {}

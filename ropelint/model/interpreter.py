@@ -89,7 +89,7 @@ SHAPE_METHODS = {
     "expand", "expand_as", "view", "reshape", "transpose", "permute", "contiguous", "unsqueeze",
     "squeeze", "repeat", "repeat_interleave", "flatten", "clone", "detach", "cpu", "cuda",
     "requires_grad_", "narrow", "flip", "roll", "chunk", "split", "t", "mT", "T", "to_dense",
-    "__getitem__", "index_select", "gather", "tile", "movedim", "unflatten",
+    "__getitem__", "index_select", "gather", "tile", "movedim", "unflatten", "masked_fill", "masked_fill_",
 }
 _CONFIG_NAMES = ("config", "args", "cfg", "params")
 PROMOTE_ORDER = [Dt.FULL, Dt.LOW, Dt.RUNTIME, Dt.INT, Dt.UNKNOWN]
@@ -1502,6 +1502,40 @@ class Interpreter:
         found = [self.model.classes[n] for n in names if n in self.model.classes and n != cls.name]
         return found[0] if found and all(f is found[0] for f in found) else None
 
+    def _inlined_range(self, node: ast.Call, name: str) -> ast.Call | None:
+        """``_arange(0, dim, 2, dtype=dtype)`` into ``def _arange(start, end, step=1, *, device=None, dtype=None):
+        return torch.arange(start, end, step, device=device, dtype=dtype)``: the range that call makes, with this
+        call's arguments (what the range means depends on them: a step of 2 makes exponents). Made once per call."""
+        if id(node) in self._unwrapped:
+            return self._unwrapped[id(node)]
+        fn = self.model.functions[name]
+        body = [st for st in fn.body if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))]
+        inner = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
+        if not isinstance(inner, ast.Call) or (qualname(inner.func, self.imports) or "").rsplit(".", 1)[-1] \
+                not in ("arange", "linspace") or not (qualname(inner.func, self.imports) or "").startswith("torch") \
+                or any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords) \
+                or fn.args.vararg is not None or fn.args.kwarg is not None:
+            return None
+        bound = _bind_arguments(fn, node)
+        if bound is None:
+            return None
+        args, keywords = [], []
+        for arg in inner.args:
+            value = bound.get(arg.id, arg) if isinstance(arg, ast.Name) else arg
+            if is_none(value) or isinstance(arg, ast.Starred):
+                return None
+            args.append(value)
+        for kw in inner.keywords:
+            value = bound.get(kw.value.id, kw.value) if isinstance(kw.value, ast.Name) else kw.value
+            if kw.arg is None:
+                return None
+            if not is_none(value):
+                keywords.append(ast.keyword(arg=kw.arg, value=value))
+        made = ast.copy_location(ast.Call(func=inner.func, args=args, keywords=keywords), node)
+        made.end_lineno, made.end_col_offset = node.end_lineno, node.end_col_offset
+        self._unwrapped[id(node)] = made
+        return made
+
     def _element_of(self, func: ast.expr, frame: Frame) -> ClassInfo | None:
         """The class of the module a call runs: ``rope`` bound by a loop over ``self.rotaries``, or
         ``self.rotaries[i]``."""
@@ -1552,6 +1586,10 @@ class Interpreter:
 
         if isinstance(func, ast.Name) and func.id in frame.trig_names and len(pos) == 1:
             return self._trig(node, self._eval(pos[0], frame), frame, False)
+        if isinstance(func, ast.Name) and func.id in self.model.functions and func.id not in frame.env:
+            inlined = self._inlined_range(node, func.id)
+            if inlined is not None:
+                return self._call(inlined, frame)
         lam = func if isinstance(func, ast.Lambda) else \
             frame.lambdas.get(func.id) if isinstance(func, ast.Name) else None
         if lam is not None:
@@ -1582,7 +1620,12 @@ class Interpreter:
                 # The callee hands back (a reshaping of) one of its arguments: what the caller passed, not
                 # what the parameter's name suggests (``def recompose(self, freq)`` called with cos tables).
                 if returned in bound:
-                    return bound[returned].evolve(last_is_one=False, second_last_is_one=False, vector=False)
+                    handed = bound[returned].evolve(last_is_one=False, second_last_is_one=False, vector=False)
+                    if summary.returns.dtype in (Dt.RUNTIME, Dt.LOW, Dt.FULL) and handed.dtype is Dt.UNKNOWN \
+                            and summary.returns.site is not None:
+                        # ``def _float_mask(h, mask): return mask.to(h.dtype)``: handed back in the dtype it cast to.
+                        handed = handed.evolve(dtype=summary.returns.dtype, site=node)
+                    return handed
             rounded = tuple(r for v in vals if not v.roles - {Role.INV_FREQ, Role.SCALAR}
                             for r in v.reads if r.follows_module_casts)
             if summary.returns.has(Role.INV_FREQ) and not summary.returns.reads and rounded:
@@ -1971,6 +2014,20 @@ class Interpreter:
             for v in (*(self._eval(a, frame) for a in pos), *(self._eval(a, frame) for a in starred)):
                 out = v if out is UNKNOWN else join(out, v)
             return out.evolve(last_is_one=False, second_last_is_one=False, vector=False)
+        if tail == "promote_types" and len(pos) == 2 and qn.startswith("torch"):
+            # ``torch.promote_types(position_ids.dtype, cu_seqlens.dtype)``: integer when both are.
+            a, b = self._eval(pos[0], frame), self._eval(pos[1], frame)
+            if a.has(Role.DTYPE) and b.has(Role.DTYPE):
+                if a.dtype is Dt.INT and b.dtype is Dt.INT:
+                    return dtype_val(Dt.INT)
+                floats = {v.dtype for v in (a, b) if v.dtype is not Dt.INT}
+                return dtype_val(Dt.FULL if Dt.FULL in floats else Dt.RUNTIME)
+            return dtype_val(Dt.RUNTIME)
+        if tail == "cumsum" and pos and qn.startswith("torch"):
+            counted = self._cumsum_positions(node, pos[0], self._eval(pos[0], frame),
+                                             self._eval(kw["dtype"], frame) if "dtype" in kw else None)
+            if counted is not None:
+                return counted
         if qn in ("setattr",) and len(pos) >= 3 and isinstance(pos[0], ast.Name) and pos[0].id == "self":
             value_node = pos[2]
             holding = isinstance(value_node, ast.Call) and value_node.args \
@@ -2117,6 +2174,20 @@ class Interpreter:
             return vals[1].evolve(last_is_one=False, second_last_is_one=False, vector=False, literal=None)
         return UNKNOWN
 
+    @staticmethod
+    def _cumsum_positions(node: ast.Call, arg: ast.expr, mask: Val, dtype: Val | None) -> Val | None:
+        """``torch.cumsum(attention_mask, -1)``: positions counted over a padding mask, in the mask's dtype (a bool
+        or integer mask counts in int64; one converted to the activations' dtype counts in 16 bits), or in the
+        ``dtype=`` it is given."""
+        name = mask.param or (arg.id if isinstance(arg, ast.Name) else "")
+        if mask.roles or not (MASK_NAMES.match(name) or (isinstance(arg, ast.Name) and MASK_NAMES.match(arg.id))):
+            return None
+        if dtype is not None and dtype.has(Role.DTYPE):
+            mask = mask.evolve(dtype=dtype.dtype)
+        if mask.dtype in (Dt.INT, Dt.UNKNOWN):
+            return Val(frozenset({Role.POSITIONS}), Dt.INT, site=node)
+        return Val(frozenset({Role.POSITIONS}), mask.dtype, site=node if mask.dtype.can_be_16bit else None)
+
     def _state_read_template(self, template: str, node: ast.AST, frame: Frame) -> Val:
         if frame.cls is None:
             return UNKNOWN
@@ -2159,6 +2230,10 @@ class Interpreter:
         vals = [self._eval(a, frame) for a in pos]
         kvals = {k: self._eval(v, frame) for k, v in kw.items()}
         receiver_node = receiver_node or node.func.value  # type: ignore[attr-defined]
+        if method == "cumsum" and not receiver.roles:
+            counted = self._cumsum_positions(node, receiver_node, receiver, kvals.get("dtype"))
+            if counted is not None:
+                return counted
         if method in ("new_zeros", "new_ones", "new_empty", "new_full") and "dtype" not in kvals \
                 and (receiver.dtype is Dt.INT or (receiver.dtype is Dt.UNKNOWN and receiver.has(Role.POSITIONS)
                                                   and POSITION_NAMES.match(receiver.param or ""))
@@ -2634,6 +2709,27 @@ def _outer_operand(v: Val, freq: Val) -> bool:
     against the frequencies' last axis, an outer product by broadcasting: the coordinates of a phase. (Not any
     tensor: RoPE-Mixed builds 2-D frequencies as ``mag[None, :] * direction[:, None]``.)"""
     return v.last_is_one and not freq.last_is_one and not v.roles and v.dtype is not Dt.INT and v.param is not None
+
+
+def _bind_arguments(fn: FunctionNode, node: ast.Call) -> dict[str, ast.expr] | None:
+    """Each parameter of ``fn`` -> the expression ``node`` passes (or its default); None when one is missing."""
+    positional = [*fn.args.posonlyargs, *fn.args.args]
+    if len(node.args) > len(positional):
+        return None
+    bound: dict[str, ast.expr] = {a.arg: v for a, v in zip(positional, node.args)}
+    defaults = dict(zip([a.arg for a in positional][len(positional) - len(fn.args.defaults):], fn.args.defaults))
+    defaults.update({a.arg: d for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None})
+    names = {a.arg for a in (*positional, *fn.args.kwonlyargs)}
+    for kw in node.keywords:
+        if kw.arg not in names or kw.arg in bound:
+            return None
+        bound[kw.arg] = kw.value
+    for name in names:
+        if name not in bound:
+            if name not in defaults:
+                return None
+            bound[name] = defaults[name]
+    return bound
 
 
 def _is_vmap(qn: str | None) -> bool:

@@ -34,9 +34,11 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
     if not isinstance(site, ast.Call):
         return None
     qn = qualname(site.func, ctx.imports) or ""
-    new_tensor = isinstance(site.func, ast.Attribute) and site.func.attr == "new_tensor"
-    if new_tensor or (qn.rsplit(".", 1)[-1] in ("arange", "linspace", "tensor", "as_tensor", "full")
-                      and qn.startswith("torch")):
+    # ``mask.cumsum(-1)`` / ``torch.cumsum(mask, -1)``: counted in the mask's dtype, which ``dtype=`` replaces (a
+    # ``.float()`` afterwards would widen counts already rounded).
+    built_by_method = isinstance(site.func, ast.Attribute) and site.func.attr in ("new_tensor", "cumsum")
+    if built_by_method or (qn.rsplit(".", 1)[-1] in ("arange", "linspace", "tensor", "as_tensor", "full", "cumsum")
+                           and qn.startswith("torch")):
         torch, imports = ctx.torch_name()
         for kw in site.keywords:
             if kw.arg == "dtype":
