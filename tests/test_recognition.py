@@ -2879,3 +2879,62 @@ def test_a_dtype_promoted_from_two_integer_dtypes_is_an_integer_dtype():
         '''
     assert _found(source) == {(9, "RPL001"): "safe"}
     assert _found(source.replace("cu_seqlens.dtype)", "q.dtype)")) == {}
+
+
+def test_an_addmm_outer_product_plus_a_start_phase_is_rewritten_elementwise():
+    """`torch.addmm(start, steps[:, None], inv_freq[None, :])` runs its matmul in 16 bits under autocast
+    (RPL003); with the outer-product shapes proven, the fix keeps the added term: `(start + (a * b))`. With
+    `beta=`/`alpha=` there is no automatic fix."""
+    source = '''\
+        import torch
+
+
+        def phase(inv_freq, seq_len, offset):
+            steps = torch.arange(seq_len, dtype=torch.float32)
+            start_phase = (offset * inv_freq).expand(seq_len, -1)
+            phase = torch.addmm(start_phase, steps[:, None], inv_freq[None, :])
+            return phase.cos(), phase.sin()
+        '''
+    assert _found(source) == {(7, "RPL003"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "phase = (start_phase + (steps[:, None] * inv_freq[None, :].float()))" in fixed and _found(fixed) == {}
+    assert _found(source.replace("inv_freq[None, :])", "inv_freq[None, :], beta=0.5)")) == {(7, "RPL003"): None}
+
+
+def test_coordinates_named_in_the_singular_and_loops_over_literal_pairs():
+    """`grid_coord` (integer voxel indices) is positions as `grid_coords` is: tables cast back with
+    `.type_as(grid_coord)` truncate (RPL001). `for pos, f in ((bars, bar_freqs), (ticks, tick_freqs))` binds
+    each name to its column, so the matmul in the loop is a phase (here under a disabled-autocast decorator:
+    RPL004)."""
+    voxels = '''\
+        import torch
+
+
+        class VoxelRoPE(torch.nn.Module):
+            def forward(self, grid_coord):
+                coords = grid_coord.float()
+                inv_freq = 1.0 / (10000.0 ** (torch.arange(0, 16, 2, dtype=torch.float32) / 16))
+                freqs = coords[:, :1] * inv_freq[None, :]
+                return freqs.cos().type_as(grid_coord), freqs.sin().type_as(grid_coord)
+        '''
+    assert _found(voxels) == {(9, "RPL001"): "safe"}
+    metrical = '''\
+        import torch
+        from torch.amp import autocast
+
+
+        class MetricalRotary(torch.nn.Module):
+            def __init__(self, dim=64):
+                super().__init__()
+                self.dim = dim
+
+            @autocast("cuda", enabled=False)
+            def forward(self, bar_index, tick_in_bar):
+                bar_freqs = 1.0 / (10000.0 ** (torch.arange(0, self.dim, 2).float() / self.dim))
+                tick_freqs = 1.0 / (480.0 ** (torch.arange(0, self.dim, 2).float() / self.dim))
+                axes = []
+                for pos, f in ((bar_index.float(), bar_freqs), (tick_in_bar.float(), tick_freqs)):
+                    axes.append(torch.matmul(pos.unsqueeze(-1), f.unsqueeze(0)))
+                return torch.cat(axes, dim=-1)
+        '''
+    assert set(_found(metrical)) == {(10, "RPL004")}

@@ -57,7 +57,7 @@ from .values import (
 
 POSITION_PARAMS = re.compile(
     r"^(position_ids|positions?|pos|pos_ids|position|cache_position|seq_pos|t|seq|timesteps?|offsets?"
-    r"|(\w+_)?grid|(\w+_)?coords|(?!num_|max_|n_|total_)[a-z]+_positions)$"
+    r"|(\w+_)?grid|(\w+_)?coords?|(?!num_|max_|n_|total_)[a-z]+_positions)$"
 )
 # Buffer and parameter names such as ``freq_basis``, ``freqs_base_t``: frequencies (not ``freqs_cis``).
 FREQ_NAMES = re.compile(r"^(?:_?freqs?_(?!cis|cos$|sin$)[a-z0-9]+|omegas?)$")  # ``omega``: angular frequencies
@@ -869,8 +869,14 @@ class Interpreter:
                 frame.trig_names.update(self._trig_loop_names(stmt))
                 self._loop_instances(stmt, frame)
                 first = self._first_state(stmt.iter, frame)
-                self._bind(stmt.target, first if first is not None else it.evolve(roles=it.roles - {Role.ARANGE}),
-                           None, frame)
+                rows = _literal_rows(stmt.iter, stmt.target)
+                if rows is not None:
+                    # ``for pos, f in ((bars, bar_freqs), (ticks, tick_freqs))``: each name takes its column.
+                    for i, target in enumerate(stmt.target.elts):  # type: ignore[attr-defined]
+                        self._bind(target, _joined([self._eval(row[i], frame) for row in rows]), None, frame)
+                else:
+                    self._bind(stmt.target, first if first is not None else it.evolve(roles=it.roles - {Role.ARANGE}),
+                               None, frame)
             self._branch(frame, [stmt.body, None])
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             pushed = 0
@@ -2709,6 +2715,17 @@ def _outer_operand(v: Val, freq: Val) -> bool:
     against the frequencies' last axis, an outer product by broadcasting: the coordinates of a phase. (Not any
     tensor: RoPE-Mixed builds 2-D frequencies as ``mag[None, :] * direction[:, None]``.)"""
     return v.last_is_one and not freq.last_is_one and not v.roles and v.dtype is not Dt.INT and v.param is not None
+
+
+def _literal_rows(source: ast.expr, target: ast.expr) -> list[list[ast.expr]] | None:
+    """The rows of ``((a, b), (c, d))`` looped over by ``for x, y in ...``: each a literal of the target's arity."""
+    if not isinstance(source, (ast.Tuple, ast.List)) or not isinstance(target, ast.Tuple) or not source.elts:
+        return None
+    rows = [row.elts for row in source.elts if isinstance(row, (ast.Tuple, ast.List))]
+    if len(rows) != len(source.elts) or any(len(row) != len(target.elts) for row in rows) \
+            or any(isinstance(el, ast.Starred) for row in rows for el in row):
+        return None
+    return rows
 
 
 def _bind_arguments(fn: FunctionNode, node: ast.Call) -> dict[str, ast.expr] | None:

@@ -341,9 +341,20 @@ def _adds_axis(node: ast.AST) -> bool:
 def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
     lval, rval = product.operand_vals if len(product.operand_vals) == 2 else (None, None)
     node = product.node
-    if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)) \
-            and (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) in _NOT_A_PRODUCT:
-        return None  # ``baddbmm(bias, a, b)`` adds a term, ``mv`` drops an axis: not a product to swap in
+    name = (node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id) \
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)) else None
+    if name in ("addmm", "baddbmm") and len(node.args) == 3 and not node.keywords:
+        # ``torch.addmm(start, t[:, None], f[None, :])`` is ``start + t[:, None] @ f[None, :]``: an outer product
+        # (shapes proven) plus a term, which the elementwise product keeps.
+        proven = lval is not None and rval is not None and lval.last_is_one \
+            and (rval.second_last_is_one or _adds_axis(product.operands[1]))
+        code = elementwise_code(ctx, product) if proven else None
+        if code is None:
+            return None
+        return FixPlan("safe", "form the phase as an elementwise float32 product (plus the added term)",
+                       (Replace(node, f"({ctx.code(node.args[0])} + {code})"),))
+    if name in _NOT_A_PRODUCT:
+        return None  # ``baddbmm(bias, a, b)`` with ``beta``/``alpha``, ``mv`` drops an axis: not a product to swap in
     if product.form == "tensordot":
         code = _tensordot_outer(ctx, product)
         if code is None:
