@@ -30,6 +30,7 @@ from .diagnostics import (
 from .imports import ImportTable, scan_imports
 from .model.interpreter import FileModel, analyse
 from .rules import BY_CODE, RuleContext
+from .rules.rpl002 import rebuilds_that_can_fail
 from .spans import Spans
 from .suppression import suppressed
 from .triage import prefilter_enabled, syntax_error
@@ -120,6 +121,8 @@ def run_rules(model: FileModel, imports: ImportTable, codes: frozenset[str], spa
     for code in sorted(codes):
         if code in BY_CODE:
             BY_CODE[code]().check(ctx)
+    if "RPL002" in codes:
+        rebuilds_that_can_fail(ctx)
     return ctx.findings
 
 

@@ -2938,3 +2938,34 @@ def test_coordinates_named_in_the_singular_and_loops_over_literal_pairs():
                 return torch.cat(axes, dim=-1)
         '''
     assert set(_found(metrical)) == {(10, "RPL004")}
+
+
+def test_a_rebuild_through_a_construction_that_is_still_16_bit_is_unsafe():
+    """The RPL002 rebuild calls the module's own construction, and the runtime helper rejects a 16-bit result:
+    while that construction builds the frequencies in `config.torch_dtype` (RPL006 with no safe fix) the rebuild
+    would raise in forward, so it is offered as unsafe. With the construction in float32 it is safe."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def default_rope_parameters(config, device=None):
+            dim = config.head_dim
+            exponents = torch.arange(0, dim, 2, dtype=torch.int64).to(device=device, dtype=config.torch_dtype) / dim
+            return 1.0 / (config.rope_theta ** exponents), 1.0
+
+
+        class Rotary(nn.Module):
+            def __init__(self, config, device=None):
+                super().__init__()
+                self.config = config
+                inv_freq, self.attention_scaling = default_rope_parameters(config, device)
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+            def forward(self, x, position_ids):
+                freqs = position_ids[:, :, None].float() * self.inv_freq[None, None, :].float()
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    found = _found(source)
+    assert found[(7, "RPL006")] == "unsafe" and found[(19, "RPL002")] == "unsafe"
+    assert _found(source.replace("dtype=config.torch_dtype", "dtype=torch.float32")) == {(19, "RPL002"): "safe"}

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 
 from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, Replace
 from ..model.events import Product, Registration
@@ -357,3 +358,27 @@ def match_default_or_none(ctx: RuleContext, value: ast.expr) -> tuple[str, str] 
 
 
 __all__ = ["InvFreqInModuleState", "Role"]
+
+
+def rebuilds_that_can_fail(ctx: RuleContext) -> None:
+    """A safe RPL002 fix that rebuilds the frequencies with the module's own construction
+    (``rope_runtime.inv_freq_from(lambda device: ...)``) relies on that construction being float32: the helper
+    rejects a 16-bit result at run time. While an RPL006 finding in a builder function of this file (or a method of
+    the same class) has no safe fix, that construction can still be 16-bit, so the rebuild is unsafe until it has
+    been fixed."""
+    open_builds = [f for f in ctx.findings if f.code == "RPL006" and (f.fix is None or f.fix.safety != "safe")]
+    if not open_builds:
+        return
+    for i, finding in enumerate(ctx.findings):
+        fix = finding.fix
+        if finding.code != "RPL002" or fix is None or fix.safety != "safe" \
+                or not any("inv_freq_from(" in getattr(edit, "code", "") for edit in fix.edits):
+            continue
+        owner = finding.symbol.split(".")[0]
+        blocking = [f for f in open_builds if "." not in f.symbol or f.symbol.split(".")[0] == owner]
+        if blocking:
+            line = ctx.line_of(blocking[0].node)
+            ctx.findings[i] = dataclasses.replace(finding, fix=dataclasses.replace(
+                fix, safety="unsafe", description=f"{fix.description}; unsafe while the construction can build them in "
+                                                  f"16 bits (RPL006 at line {line} has no safe fix), which the helper "
+                                                  f"would reject"))
