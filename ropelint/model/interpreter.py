@@ -2419,7 +2419,11 @@ class Interpreter:
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
                 and frame.cls is not None and (found := self._find_method(frame.cls, func.attr)) is not None \
                 and any(v.roles & {Role.POSITIONS, Role.ARANGE} and not self._param_val(p).roles
-                        for p, v in bound.items()):
+                        for p, v in bound.items()) \
+                and not {name for name, _ in (*summary.tensor_casts, *summary.int_casts)} & set(bound) \
+                and not {name for name, _, _ in summary.param_casts} & set(bound):
+            # (A parameter whose dtype the method casts tables to is judged at this call instead:
+            # ``self._maybe_rebuild(position_ids)`` into ``_set_cache(n, dtype=ref.dtype)`` -> hand it ``x``.)
             owner, fn = found
             key, cls, is_method, top = f"{owner.name}.{func.attr}", frame.cls, True, owner.node
         else:
