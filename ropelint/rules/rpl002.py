@@ -357,9 +357,6 @@ def match_default_or_none(ctx: RuleContext, value: ast.expr) -> tuple[str, str] 
     return ctx.code(spec.dim), ctx.code(spec.base)
 
 
-__all__ = ["InvFreqInModuleState", "Role"]
-
-
 def rebuilds_that_can_fail(ctx: RuleContext) -> None:
     """A safe RPL002 fix that rebuilds the frequencies with the module's own construction
     (``rope_runtime.inv_freq_from(lambda device: ...)``) relies on that construction being float32: the helper
@@ -382,3 +379,7 @@ def rebuilds_that_can_fail(ctx: RuleContext) -> None:
                 fix, safety="unsafe", description=f"{fix.description}; unsafe while the construction can build them in "
                                                   f"16 bits (RPL006 at line {line} has no safe fix), which the helper "
                                                   f"would reject"))
+
+
+__all__ = ["InvFreqInModuleState", "Role"]
+
