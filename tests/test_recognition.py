@@ -2969,3 +2969,25 @@ def test_a_rebuild_through_a_construction_that_is_still_16_bit_is_unsafe():
     found = _found(source)
     assert found[(7, "RPL006")] == "unsafe" and found[(19, "RPL002")] == "unsafe"
     assert _found(source.replace("dtype=config.torch_dtype", "dtype=torch.float32")) == {(19, "RPL002"): "safe"}
+
+
+def test_a_dtype_chosen_between_the_activation_and_the_ids_keeps_the_activation_branch():
+    """`out_dtype = x.dtype if x is not None else position_ids.dtype`: only the ids branch truncates. The fix
+    replaces that branch with float32 and keeps `.to(out_dtype)`, so a caller passing `x` still gets tables in
+    `x.dtype` (dropping the cast would hand it float32 tables its attention cannot mix with 16-bit values)."""
+    source = '''\
+        import torch
+
+
+        class Tables(torch.nn.Module):
+            def forward(self, position_ids, x=None):
+                inv_freq = 1.0 / (10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float32) / 64))
+                freqs = position_ids.float()[..., None] * inv_freq
+                cos, sin = freqs.cos(), freqs.sin()
+                out_dtype = x.dtype if x is not None else position_ids.dtype
+                return cos.to(out_dtype), sin.to(out_dtype)
+        '''
+    assert _found(source) == {(10, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "out_dtype = x.dtype if x is not None else torch.float32" in fixed
+    assert "return cos.to(out_dtype), sin.to(out_dtype)" in fixed and _found(fixed) == {}

@@ -15,6 +15,7 @@ from ..model.interpreter import (
 from ..model.names import dotted
 from ..model.values import Dt, Role
 from .boundary import cast_at_callers
+from .construction import assigned_value
 from .base import Rule, RuleContext, alone_in_block, append_keyword, calls_in_text, atom_code, cast_receiver, spelled_as_tensor
 
 
@@ -129,6 +130,13 @@ class IntegerTableCast(Rule):
             name = cast.method.split(":", 1)[1]
             return FixPlan("safe", f"pass `{name}={replacement}`",
                            (Replace(cast.node, append_keyword(ctx, cast.node, f"{name}={replacement}")), *extra))
+        branch = _integer_branch(ctx, cast)
+        if branch is not None:
+            # ``out_dtype = x.dtype if x is not None else position_ids.dtype``: only the integer branch is wrong.
+            torch, imports = ctx.torch_name()
+            return FixPlan("safe", f"use `{torch}.float32` instead of `{ctx.code(branch)}` where the dtype is chosen "
+                                   f"(the other branch still decides when it applies)",
+                           (Replace(branch, f"{torch}.float32"), *imports))
         fallback = _integer_fallback(ctx, cast)
         if fallback is not None:
             torch, imports = ctx.torch_name()
@@ -229,6 +237,21 @@ def _integer_fallback(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignor
                                      and _made_float_for_the_phase(cast, name)):
         return fallback
     return None
+
+
+def _integer_branch(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[no-untyped-def]
+    """In ``out = a.dtype if cond else ids.dtype`` ... ``t.to(out)``, the branch that names the integer tensor's
+    dtype (``ids`` being the integer tensor the finding names); None for any other shape."""
+    expr, source, fn = cast.target_expr, cast.target.param, cast.scope.node
+    if not isinstance(expr, ast.Name) or source is None or fn is None or expr.id in cast.scope.params:
+        return None
+    found = assigned_value(fn, expr.id, cast.node)
+    value = found[0] if found is not None and found[1] is None else None
+    if not isinstance(value, ast.IfExp):
+        return None
+    branches = [b for b in (value.body, value.orelse) if isinstance(b, ast.Attribute) and b.attr == "dtype"
+                and isinstance(b.value, ast.Name) and b.value.id == source]
+    return branches[0] if len(branches) == 1 else None
 
 
 def _tensor_target(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[no-untyped-def]
