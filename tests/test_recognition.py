@@ -2991,3 +2991,27 @@ def test_a_dtype_chosen_between_the_activation_and_the_ids_keeps_the_activation_
     fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "out_dtype = x.dtype if x is not None else torch.float32" in fixed
     assert "return cos.to(out_dtype), sin.to(out_dtype)" in fixed and _found(fixed) == {}
+
+
+def test_a_dtype_assigned_on_two_paths_keeps_the_activation_path():
+    """`if x is not None: out_dtype = x.dtype` / `else: out_dtype = position_ids.dtype`: the integer path is
+    replaced with float32 and the cast stays."""
+    source = '''\
+        import torch
+
+
+        class Tables(torch.nn.Module):
+            def forward(self, position_ids, x=None):
+                inv_freq = 1.0 / (10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float32) / 64))
+                freqs = position_ids.float()[..., None] * inv_freq
+                if x is not None:
+                    out_dtype = x.dtype
+                else:
+                    out_dtype = position_ids.dtype
+                return freqs.cos().to(out_dtype), freqs.sin().to(out_dtype)
+        '''
+    found = _found(source)
+    assert found == {(12, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "out_dtype = torch.float32" in fixed and "out_dtype = x.dtype" in fixed
+    assert "freqs.cos().to(out_dtype)" in fixed and _found(fixed) == {}

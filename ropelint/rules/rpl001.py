@@ -6,6 +6,7 @@ import re
 from ..diagnostics import DeleteLines, FixPlan, Replace
 from ..model.interpreter import (
     ACTIVATION_PARAMS,
+    INT_BY_NAME,
     POSITION_NAMES,
     allocator_name,
     dtype_fallback,
@@ -15,7 +16,6 @@ from ..model.interpreter import (
 from ..model.names import dotted
 from ..model.values import Dt, Role
 from .boundary import cast_at_callers
-from .construction import assigned_value
 from .base import Rule, RuleContext, alone_in_block, append_keyword, calls_in_text, atom_code, cast_receiver, spelled_as_tensor
 
 
@@ -130,13 +130,13 @@ class IntegerTableCast(Rule):
             name = cast.method.split(":", 1)[1]
             return FixPlan("safe", f"pass `{name}={replacement}`",
                            (Replace(cast.node, append_keyword(ctx, cast.node, f"{name}={replacement}")), *extra))
-        branch = _integer_branch(ctx, cast)
-        if branch is not None:
+        branches = _integer_branch(ctx, cast)
+        if branches:
             # ``out_dtype = x.dtype if x is not None else position_ids.dtype``: only the integer branch is wrong.
             torch, imports = ctx.torch_name()
-            return FixPlan("safe", f"use `{torch}.float32` instead of `{ctx.code(branch)}` where the dtype is chosen "
-                                   f"(the other branch still decides when it applies)",
-                           (Replace(branch, f"{torch}.float32"), *imports))
+            return FixPlan("safe", f"use `{torch}.float32` instead of `{ctx.code(branches[0])}` where the dtype is "
+                                   f"chosen (the other branch still decides when it applies)",
+                           (*(Replace(b, f"{torch}.float32") for b in branches), *imports))
         fallback = _integer_fallback(ctx, cast)
         if fallback is not None:
             torch, imports = ctx.torch_name()
@@ -239,19 +239,25 @@ def _integer_fallback(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignor
     return None
 
 
-def _integer_branch(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[no-untyped-def]
-    """In ``out = a.dtype if cond else ids.dtype`` ... ``t.to(out)``, the branch that names the integer tensor's
-    dtype (``ids`` being the integer tensor the finding names); None for any other shape."""
+def _integer_branch(ctx: RuleContext, cast) -> list[ast.expr]:  # type: ignore[no-untyped-def]
+    """In ``out = a.dtype if cond else ids.dtype`` (or ``out`` assigned ``a.dtype`` on one path and ``ids.dtype`` on
+    another) ... ``t.to(out)``, the expressions that name the integer tensor's dtype (``ids`` being the integer
+    tensor the finding names); empty unless another path assigns something else."""
     expr, source, fn = cast.target_expr, cast.target.param, cast.scope.node
-    if not isinstance(expr, ast.Name) or source is None or fn is None or expr.id in cast.scope.params:
-        return None
-    found = assigned_value(fn, expr.id, cast.node)
-    value = found[0] if found is not None and found[1] is None else None
-    if not isinstance(value, ast.IfExp):
-        return None
-    branches = [b for b in (value.body, value.orelse) if isinstance(b, ast.Attribute) and b.attr == "dtype"
-                and isinstance(b.value, ast.Name) and b.value.id == source]
-    return branches[0] if len(branches) == 1 else None
+    if not isinstance(expr, ast.Name) or fn is None or expr.id in cast.scope.params:
+        return []
+    values = [node.value for node in ast.walk(fn) if isinstance(node, ast.Assign) and len(node.targets) == 1
+              and isinstance(node.targets[0], ast.Name) and node.targets[0].id == expr.id]
+    if any(isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name)
+           and node.target.id == expr.id for node in ast.walk(fn)):
+        return []
+    candidates = [b for v in values for b in ((v.body, v.orelse) if isinstance(v, ast.IfExp) else (v,))]
+    # The integer tensor the finding names, or (``integer dtype on some paths``) ids or positions by name.
+    integer = [b for b in candidates if isinstance(b, ast.Attribute) and b.attr == "dtype"
+               and isinstance(b.value, ast.Name) and (b.value.id == source if source is not None
+                                                      else bool(POSITION_NAMES.match(b.value.id)
+                                                                or INT_BY_NAME.match(b.value.id)))]
+    return integer if integer and len(integer) < len(candidates) else []
 
 
 def _tensor_target(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[no-untyped-def]
