@@ -3015,3 +3015,30 @@ def test_a_dtype_assigned_on_two_paths_keeps_the_activation_path():
     fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "out_dtype = torch.float32" in fixed and "out_dtype = x.dtype" in fixed
     assert "freqs.cos().to(out_dtype)" in fixed and _found(fixed) == {}
+
+
+def test_angles_in_other_units_times_harmonics_are_a_phase():
+    """`lam = torch.deg2rad(torch.remainder(lon_deg, 360.0)).to(self.lat_freqs.dtype)` times a Parameter of
+    `lon_harmonics`: the converted longitudes are the coordinates of a phase (RPL005 for their 16-bit cast) and
+    the harmonics are frequencies that module casts reach (RPL002)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class SphericalRoPE(nn.Module):
+            def __init__(self, head_dim=64, max_harmonic=32):
+                super().__init__()
+                n = head_dim // 4
+                self.lat_freqs = nn.Parameter(10000.0 ** (-torch.arange(n, dtype=torch.float32) / n), requires_grad=False)
+                self.lon_harmonics = nn.Parameter(torch.linspace(1, max_harmonic, n).round(), requires_grad=False)
+
+            def forward(self, lat_deg, lon_deg):
+                lam = torch.deg2rad(torch.remainder(lon_deg, 360.0)).to(self.lat_freqs.dtype)
+                lon_phase = lam[:, None] * self.lon_harmonics[None, :]
+                return lon_phase.cos(), lon_phase.sin()
+        '''
+    found = _found(source)
+    assert found[(13, "RPL005")] == "safe" and found[(14, "RPL002")] == "safe"
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "torch.deg2rad(torch.remainder(lon_deg, 360.0)).float()" in fixed and _found(fixed) == {}

@@ -712,7 +712,8 @@ class Interpreter:
     def _named(self, name: str) -> Val:
         """What a name says when nothing else is known."""
         low = name.lower()
-        if "inv_freq" in low or low in ("freqs", "inv_freqs", "freq", "frequencies", "theta", "bands", "periods"):
+        if "inv_freq" in low or low in ("freqs", "inv_freqs", "freq", "frequencies", "theta", "bands", "periods") \
+                or low.endswith("_harmonics"):  # ``lon_harmonics``: integer multiples of a base angle, per channel
             return Val(frozenset({Role.INV_FREQ}))
         if TABLE_NAMES.match(low):
             return Val(frozenset({Role.TABLE}))
@@ -2020,6 +2021,14 @@ class Interpreter:
             for v in (*(self._eval(a, frame) for a in pos), *(self._eval(a, frame) for a in starred)):
                 out = v if out is UNKNOWN else join(out, v)
             return out.evolve(last_is_one=False, second_last_is_one=False, vector=False)
+        if tail in ("deg2rad", "rad2deg", "remainder", "fmod") and pos and qn.startswith("torch"):
+            # ``torch.deg2rad(torch.remainder(lon_deg, 360.0))``: the same coordinates in other units.
+            v = self._eval(pos[0], frame)
+            for extra in (*pos[1:], *kw.values()):
+                self._eval(extra, frame)
+            if not v.roles and v.param is not None:
+                return Val(frozenset(), v.dtype if v.dtype is not Dt.INT else Dt.RUNTIME, param=v.param,
+                           last_is_one=v.last_is_one, second_last_is_one=v.second_last_is_one)
         if tail == "promote_types" and len(pos) == 2 and qn.startswith("torch"):
             # ``torch.promote_types(position_ids.dtype, cu_seqlens.dtype)``: integer when both are.
             a, b = self._eval(pos[0], frame), self._eval(pos[1], frame)
