@@ -456,6 +456,7 @@ class Interpreter:
         self._specialized: dict[int, Summary] = {}  # call node -> its callee analysed with its arguments
         # ``vmap(self._phase_at)(ids)`` -> the plain call ``self._phase_at(ids)``, made once so ids stay unique.
         self._unwrapped: dict[int, ast.Call] = {}
+        self._range_wrappers: dict[str, ast.Call | None] = {}  # same-file function -> the range it only returns
         # Module-level ``NAME = {"dtype": torch.float32, ...}``: keyword arguments that ``**NAME`` passes.
         self._dict_constants: dict[str, dict[str, ast.expr]] = {}
         # Module-level ``DTYPE = torch.bfloat16``: the dtype a later ``dtype=DTYPE`` names.
@@ -1515,14 +1516,13 @@ class Interpreter:
         call's arguments (what the range means depends on them: a step of 2 makes exponents). Made once per call."""
         if id(node) in self._unwrapped:
             return self._unwrapped[id(node)]
-        fn = self.model.functions[name]
-        body = [st for st in fn.body if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))]
-        inner = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
-        if not isinstance(inner, ast.Call) or (qualname(inner.func, self.imports) or "").rsplit(".", 1)[-1] \
-                not in ("arange", "linspace") or not (qualname(inner.func, self.imports) or "").startswith("torch") \
-                or any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords) \
-                or fn.args.vararg is not None or fn.args.kwarg is not None:
+        if name not in self._range_wrappers:
+            self._range_wrappers[name] = self._range_wrapped(self.model.functions[name])
+        inner = self._range_wrappers[name]
+        if inner is None or any(isinstance(a, ast.Starred) for a in node.args) \
+                or any(k.arg is None for k in node.keywords):
             return None
+        fn = self.model.functions[name]
         bound = _bind_arguments(fn, node)
         if bound is None:
             return None
@@ -1542,6 +1542,16 @@ class Interpreter:
         made.end_lineno, made.end_col_offset = node.end_lineno, node.end_col_offset
         self._unwrapped[id(node)] = made
         return made
+
+    def _range_wrapped(self, fn: FunctionNode) -> ast.Call | None:
+        """The ``torch.arange``/``torch.linspace`` call that is all ``fn`` does (``return torch.arange(...)``)."""
+        body = [st for st in fn.body if not (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant))]
+        inner = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
+        qn = (qualname(inner.func, self.imports) or "") if isinstance(inner, ast.Call) else ""
+        if qn.rsplit(".", 1)[-1] not in ("arange", "linspace") or not qn.startswith("torch") \
+                or fn.args.vararg is not None or fn.args.kwarg is not None:
+            return None
+        return inner  # type: ignore[return-value]
 
     def _element_of(self, func: ast.expr, frame: Frame) -> ClassInfo | None:
         """The class of the module a call runs: ``rope`` bound by a loop over ``self.rotaries``, or
