@@ -910,6 +910,14 @@ def test_config_overlay_switches_scaling_off() -> None:
 
     built = build_annotated(Frozen, 64, 1e4, None)
     assert (built.hidden_size // built.num_attention_heads, built.rope_theta) == (64, 1e4)
+
+    @dataclass
+    class ConformerConfig:  # wav2vec2-conformer's name for the base
+        hidden_size: int = 1024
+        num_attention_heads: int = 16
+        rotary_embedding_base: int = 10000
+
+    assert build_annotated(ConformerConfig, 128, 5e5, None).rotary_embedding_base == 5e5
     assert built.partial_rotary_factor == 1.0 and built.short_factor == [1.0] * 32
     assert built.rope_scaling == {"type": "default", "factor": 1.0}
     # Lengths keep their defaults unless raised; the extension ratio becomes 1.

@@ -30,8 +30,8 @@ WIDTH_FIELDS = ("hidden_size", "n_embd", "d_model", "embed_dim", "model_dim", "d
                 "emb_dim", "hidden_dim_attn")
 HEADS_FIELDS = ("num_attention_heads", "num_key_value_heads", "n_head", "n_heads", "num_heads",
                 "n_kv_heads", "num_kv_heads", "nhead", "n_kv_head", "heads", "attention_heads")
-BASE_FIELDS = ("rope_theta", "rotary_emb_base", "rotary_base", "rope_base", "base", "theta",
-               "rotary_theta", "rope_freq_base", "rotary_emb_theta", "rope_local_base_freq",
+BASE_FIELDS = ("rope_theta", "rotary_emb_base", "rotary_embedding_base", "rotary_base", "rope_base", "base",
+               "theta", "rotary_theta", "rope_freq_base", "rotary_emb_theta", "rope_local_base_freq",
                "local_rope_theta", "global_rope_theta", "rope_global_base_freq", "base_freq")
 LENGTH_FIELDS = ("max_position_embeddings", "max_seq_len", "max_seq_length", "seq_length",
                  "n_positions", "n_ctx", "block_size", "max_sequence_length", "context_length",
