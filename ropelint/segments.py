@@ -305,6 +305,9 @@ def _takes_activation_first(block: str) -> bool:
 
 _NESTED_DEF = re.compile(r"^[ \t]+(?:async[ \t]+)?def[ \t]", re.MULTILINE)
 _HELD = re.compile(r"self\.(\w+)\s*=\s*(?:[\w.]+\.)?(\w+)\(")
+# A range built in a dtype that is not an integer or float32 one (``dtype=inputs_embeds.dtype``, ``dtype=self.dtype``).
+_RANGE_IN_A_DTYPE = re.compile(r"\barange\([^)]*\bdtype\s*=\s*(?!torch\.(?:long|int64|int32|int|float32|float)\b)[\w.]")
+_EMBEDDING_HELD = re.compile(r"self\.(\w+)\s*=\s*(?:nn\.|torch\.nn\.)?Embedding\(")
 _HELD_LIST = re.compile(r"self\.(\w+)\s*=\s*(?:nn\.|torch\.nn\.)?Module(?:List|Dict)\(")
 _REGISTRY_HELD = re.compile(r"self\.(\w+)\s*=\s*([A-Z_][A-Z0-9_]*)\[[^\]\n]*\]\(")
 # Casts to or of ids and positions in a class that holds a rotary: where glue code can break its tables.
@@ -340,6 +343,19 @@ def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[s
         indexed = re.search(rf"self\.{listed.group(1)}\[[^\]\n]*\]\(\s*(?:idx|tokens|\w*_ids)\s*[,)]", segment)
         if indexed is not None:
             found += [listed.group(0), indexed.group(0)]
+    if held and not found and "Embedding(" in segment:
+        # Whisper's ``rope = self.rotary(x, n)`` before ``x = self.token_embedding(x)``: the ids under another name.
+        embeddings = set(_EMBEDDING_HELD.findall(segment))
+        for call in re.finditer(r"self\.(\w+)\(\s*(\w+)\s*[,)]", segment):
+            if call.group(1) in held and embeddings and re.search(
+                    rf"self\.(?:{'|'.join(embeddings)})\(\s*{call.group(2)}\s*\)", segment):
+                found += [held[call.group(1)], call.group(0)]
+    if held and not found and _RANGE_IN_A_DTYPE.search(segment):
+        # ``cache_position = torch.arange(past, past + n, dtype=inputs_embeds.dtype)`` in the model that calls
+        # ``self.rotary_emb(hidden_states, position_ids)``: positions rounded before the rotary sees them.
+        for attr, text in held.items():
+            if f"self.{attr}(" in segment:
+                found += [text, f"self.{attr}("]
     if held and not found and _GLUE_CAST.search(segment):
         # ``cos.to(position_ids)``, ``position_ids.to(hidden_states.dtype)`` around the call: the methods that
         # call the rotary show what reaches it and what its tables become.

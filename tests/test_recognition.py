@@ -3042,3 +3042,59 @@ def test_angles_in_other_units_times_harmonics_are_a_phase():
     assert found[(13, "RPL005")] == "safe" and found[(14, "RPL002")] == "safe"
     fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "torch.deg2rad(torch.remainder(lon_deg, 360.0)).float()" in fixed and _found(fixed) == {}
+
+
+def test_a_model_building_positions_in_the_activation_dtype_and_a_decoder_handing_token_ids():
+    """Two holders of a correct rotary: a model whose `cache_position = torch.arange(..., dtype=inputs_embeds.dtype)`
+    rounds the positions before `self.rotary_emb(hidden_states, position_ids)` (RPL005 at the range, unsafe: the
+    positions index the cache and build the mask too), and Whisper's decoder calling `self.rotary(x, n)` while
+    `x` is still the token ids it embeds on the next line (RPL001, fixed by handing the embedding's weight)."""
+    rotary = '''\
+        import torch
+        from torch import nn
+
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, dim=16, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, x, position_ids):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                freqs = position_ids.to(torch.float32)[..., None] * inv_freq.to(x.device)
+                return freqs.cos().to(dtype=x.dtype), freqs.sin().to(dtype=x.dtype)
+        '''
+    model = rotary + '''
+
+        class Model(nn.Module):
+            def __init__(self, vocab=32, hidden=16):
+                super().__init__()
+                self.embed_tokens = nn.Embedding(vocab, hidden)
+                self.rotary_emb = RotaryEmbedding(hidden)
+
+            def forward(self, input_ids, past_seen_tokens=0):
+                inputs_embeds = self.embed_tokens(input_ids)
+                cache_position = torch.arange(past_seen_tokens, past_seen_tokens + inputs_embeds.shape[1],
+                                              device=inputs_embeds.device, dtype=inputs_embeds.dtype)
+                position_ids = cache_position.unsqueeze(0)
+                return self.rotary_emb(inputs_embeds, position_ids), cache_position
+        '''
+    assert _found(model) == {(24, "RPL005"): "unsafe"}
+    assert _found(model.replace("device=inputs_embeds.device, dtype=inputs_embeds.dtype)",
+                                "device=inputs_embeds.device)")) == {}
+    decoder = rotary + '''
+
+        class TextDecoder(nn.Module):
+            def __init__(self, vocab=32, hidden=16):
+                super().__init__()
+                self.token_embedding = nn.Embedding(vocab, hidden)
+                self.rotary = RotaryEmbedding(hidden)
+
+            def forward(self, x, offset=0):
+                rope = self.rotary(x, torch.arange(offset, offset + x.shape[-1]))
+                x = self.token_embedding(x)
+                return x * rope[0]
+        '''
+    assert _found(decoder) == {(23, "RPL001"): "safe"}
+    fixed = fix_text("rotary.py", textwrap.dedent(decoder), ALL, unsafe=False).fixed
+    assert "self.rotary(self.token_embedding.weight, torch.arange(" in fixed and _found(fixed) == {}

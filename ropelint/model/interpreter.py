@@ -1901,7 +1901,7 @@ class Interpreter:
                             made.append(name_node.id)
         if made:
             return min(dict.fromkeys(made), key=lambda n: (not n.startswith(("value", "v")), made[::-1].index(n)))
-        if frame.scope.activation is not None:
+        if frame.scope.activation is not None and not (isinstance(arg, ast.Name) and arg.id == frame.scope.activation):
             return frame.scope.activation
         ids = arg.body if isinstance(arg, ast.IfExp) else arg  # ``input_ids if ... else inputs_embeds``
         table = self._embedding_of(ids, frame) if isinstance(ids, ast.Name) else None
@@ -1935,6 +1935,9 @@ class Interpreter:
             return False
         if val.dtype is Dt.INT:
             return True
+        if isinstance(arg, ast.Name) and val.param == arg.id and val.roles <= {Role.ACTIVATION} \
+                and self._embedding_of(arg, frame) is not None:
+            return True  # Whisper's ``x`` before ``x = self.token_embedding(x)``: token ids, whatever the name says
         if val.dtype is not Dt.UNKNOWN or not isinstance(arg, ast.Name):
             return False
         if INT_BY_NAME.match(arg.id) or (val.param == arg.id and _ids_by_name(val)):
