@@ -457,6 +457,7 @@ class Interpreter:
         # ``vmap(self._phase_at)(ids)`` -> the plain call ``self._phase_at(ids)``, made once so ids stay unique.
         self._unwrapped: dict[int, ast.Call] = {}
         self._range_wrappers: dict[str, ast.Call | None] = {}  # same-file function -> the range it only returns
+        self._embedding_lookups: dict[tuple[int, str], str | None] = {}  # (function, ids name) -> embedding attr
         # Module-level ``NAME = {"dtype": torch.float32, ...}``: keyword arguments that ``**NAME`` passes.
         self._dict_constants: dict[str, dict[str, ast.expr]] = {}
         # Module-level ``DTYPE = torch.bfloat16``: the dtype a later ``dtype=DTYPE`` names.
@@ -1920,13 +1921,17 @@ class Interpreter:
         if owner is None or frame.cls is None:
             return None
         embeddings = {attr for c in self._mro(frame.cls) for attr, made in c.submodules.items() if made == "Embedding"}
-        for call in ast.walk(owner):
-            if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name) \
-                    and call.args[0].id == ids.id and isinstance(call.func, ast.Attribute) \
-                    and isinstance(call.func.value, ast.Name) and call.func.value.id == "self" \
-                    and call.func.attr in embeddings:
-                return call.func.attr
-        return None
+        if not embeddings:
+            return None
+        key = (id(owner), ids.id)
+        if key not in self._embedding_lookups:
+            self._embedding_lookups[key] = next(
+                (call.func.attr for call in ast.walk(owner)
+                 if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name)
+                 and call.args[0].id == ids.id and isinstance(call.func, ast.Attribute)
+                 and isinstance(call.func.value, ast.Name) and call.func.value.id == "self"
+                 and call.func.attr in embeddings), None)
+        return self._embedding_lookups[key]
 
     def _integer_tensor(self, arg: ast.expr, val: Val, frame: Frame) -> bool:
         """Integer by what the analysis knows, by an index-like name (``idx``, ``input_ids``), or because
@@ -3007,7 +3012,11 @@ def _only_casts(fn: FunctionNode, value: str, like: str) -> bool:
 def _element_classes(fn: FunctionNode) -> dict[str, tuple[str, ...]]:
     """``self.rotaries = nn.ModuleList(LayerRope(d, t) for t in thetas)`` in ``fn``: {"rotaries": ("LayerRope",)}."""
     out = {}
-    for node in ast.walk(fn):
+    todo = list(fn.body)
+    while todo:  # statements only, as in ``_submodules``
+        node = todo.pop()
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            todo.extend(getattr(node, name, ()))
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
                 and (dotted(node.value.func) or [""])[-1] in ("ModuleList", "ModuleDict"):
             called = tuple(dict.fromkeys(n.func.id for arg in node.value.args for n in ast.walk(arg)
