@@ -3098,3 +3098,27 @@ def test_a_model_building_positions_in_the_activation_dtype_and_a_decoder_handin
     assert _found(decoder) == {(23, "RPL001"): "safe"}
     fixed = fix_text("rotary.py", textwrap.dedent(decoder), ALL, unsafe=False).fixed
     assert "self.rotary(self.token_embedding.weight, torch.arange(" in fixed and _found(fixed) == {}
+
+
+def test_frequencies_computed_in_forward_from_an_integer_buffer_are_exact():
+    """`register_buffer("freq_exponents", torch.arange(0, dim, 2, dtype=torch.int64))` is left alone by module
+    casts (they convert floating tensors only), so `1 / base ** (self.freq_exponents.float() / dim)` in forward
+    is float32 and exact: no RPL002. The same buffer built as a float is rounded (RPL002)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class ContinuousRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+                self.register_buffer("freq_exponents", torch.arange(0, dim, 2, dtype=torch.int64), persistent=False)
+
+            def forward(self, x, positions):
+                inv_freq = 1.0 / (self.base ** (self.freq_exponents.float() / self.dim))
+                phase = positions.float()[..., None] * inv_freq.to(positions.device)
+                return phase.cos().to(x.dtype), phase.sin().to(x.dtype)
+        '''
+    assert _found(source) == {}
+    assert (12, "RPL002") in _found(source.replace("dtype=torch.int64", "dtype=torch.float32"))

@@ -6,7 +6,7 @@ import dataclasses
 from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, Replace
 from ..model.events import Product, Registration
 from ..model.names import dotted, string_value
-from ..model.values import Role, StateKind, StateRead
+from ..model.values import Dt, Role, StateKind, StateRead
 from .base import Rule, RuleContext, tuple_code
 from .builder import extract_builder
 from .casts import dtype_change
@@ -27,7 +27,8 @@ class InvFreqInModuleState(Rule):
     def check(self, ctx: RuleContext) -> None:
         for product in ctx.model.products:
             for read in product.freq.reads:
-                if read.follows_module_casts and not self._repaired(ctx, product.scope.symbol, read.ref.name):
+                if read.follows_module_casts and not self._repaired(ctx, product.scope.symbol, read.ref.name) \
+                        and not _integer_state(ctx, read.ref):
                     self._report(ctx, product, read)
         for power in ctx.model.scale_powers:
             for read in power.base.reads:
@@ -355,6 +356,13 @@ def match_default_or_none(ctx: RuleContext, value: ast.expr) -> tuple[str, str] 
     if spec is None:
         return None
     return ctx.code(spec.dim), ctx.code(spec.base)
+
+
+def _integer_state(ctx: RuleContext, ref) -> bool:  # type: ignore[no-untyped-def]
+    """``register_buffer("freq_exponents", torch.arange(0, dim, 2, dtype=torch.int64))``: module casts convert
+    floating tensors only, so frequencies computed from an integer buffer in forward are exact."""
+    held = [r.value for r in ctx.model.registrations if r.ref is ref]
+    return bool(held) and all(v.dtype is Dt.INT and v.site is not None for v in held)
 
 
 def rebuilds_that_can_fail(ctx: RuleContext) -> None:
