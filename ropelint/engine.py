@@ -30,7 +30,6 @@ from .diagnostics import (
 from .imports import ImportTable, scan_imports
 from .model.interpreter import FileModel, analyse
 from .rules import BY_CODE, RuleContext
-from .rules.rpl002 import rebuilds_that_can_fail
 from .spans import Spans
 from .suppression import suppressed
 from .triage import prefilter_enabled, syntax_error
@@ -118,11 +117,11 @@ def run_rules(model: FileModel, imports: ImportTable, codes: frozenset[str], spa
     names = frozenset(a or b for a, b in _TOP_LEVEL_NAME.findall(text or selection.code))
     ctx = RuleContext(model, imports, spans, line_of=lambda node: selection.to_file_line(node.lineno),  # type: ignore[attr-defined]
                       module_names=names, source=text or selection.code)
-    for code in sorted(codes):
-        if code in BY_CODE:
-            BY_CODE[code]().check(ctx)
-    if "RPL002" in codes:
-        rebuilds_that_can_fail(ctx)
+    rules = [BY_CODE[code]() for code in sorted(codes) if code in BY_CODE]
+    for rule in rules:
+        rule.check(ctx)
+    for rule in rules:
+        rule.finish(ctx)
     return ctx.findings
 
 

@@ -157,15 +157,20 @@ def same_file_callable(model: FileModel, info: ClassInfo | None, name: str, *, m
     return None
 
 
+def _built_from(classes: dict[str, ClassInfo], info: ClassInfo, attr: str) -> str | None:
+    """The name ``info`` (or a base) calls to build ``self.<attr>`` in ``__init__``."""
+    return next((c.submodules[attr] for c in in_file_mro(classes, info) if attr in c.submodules), None)
+
+
 def held_class(classes: dict[str, ClassInfo], info: ClassInfo, attr: str) -> ClassInfo | None:
     """The class of this file that ``info`` (or a base) builds ``self.<attr>`` from in ``__init__``."""
-    made = next((c.submodules[attr] for c in in_file_mro(classes, info) if attr in c.submodules), None)
+    made = _built_from(classes, info, attr)
     return classes.get(made) if made is not None else None
 
 
 def held_factory(model: FileModel, info: ClassInfo, attr: str) -> str | None:
     """The same-file function ``info`` (or a base) calls to build ``self.<attr>`` in ``__init__``."""
-    made = next((c.submodules[attr] for c in in_file_mro(model.classes, info) if attr in c.submodules), None)
+    made = _built_from(model.classes, info, attr)
     return made if made is not None and made in model.functions else None
 
 
@@ -1480,7 +1485,7 @@ class Interpreter:
         element = self._element_of(func, frame)
         if element is not None:
             # ``rope(x, position_ids)`` for a module of ``self.rotaries``, or ``self.rotaries[i](x, position_ids)``.
-            entry = next((name for name in ("forward", "__call__") if self._find_method(element, name)), None)
+            entry = self._entry_method(element)
             return self._method_summary(element, entry) if entry is not None else None
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
                 and frame.cls is not None:
@@ -1584,8 +1589,12 @@ class Interpreter:
         held = held_class(self.model.classes, cls, attr)
         if held is None or held is cls:
             return None
-        entry = next((name for name in ("forward", "__call__") if self._find_method(held, name)), None)
+        entry = self._entry_method(held)
         return (held, entry) if entry is not None else None
+
+    def _entry_method(self, cls: ClassInfo) -> str | None:
+        """What calling an instance runs: an ``nn.Module``'s ``forward``, a plain object's ``__call__``."""
+        return next((name for name in ("forward", "__call__") if self._find_method(cls, name)), None)
 
     def _call(self, node: ast.Call, frame: Frame) -> Val:
         func = node.func
@@ -1865,7 +1874,7 @@ class Interpreter:
         func = node.func
         element = self._element_of(func, frame)
         if element is not None:
-            entry = next((name for name in ("forward", "__call__") if self._find_method(element, name)), None)
+            entry = self._entry_method(element)
             return same_file_callable(self.model, element, entry, method=True) if entry is not None else None
         if isinstance(func, ast.Name):
             return same_file_callable(self.model, None, func.id)

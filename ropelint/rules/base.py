@@ -69,6 +69,9 @@ class Rule:
     def check(self, ctx: RuleContext) -> None:
         raise NotImplementedError
 
+    def finish(self, ctx: RuleContext) -> None:
+        """After every rule has checked the file: revise this rule's findings in the light of the others'."""
+
 
 def assigned_name(ctx: RuleContext, node: ast.AST, *, whole: bool = True) -> tuple[ast.Assign, str] | None:
     """The statement ``name = <node>`` and the name (``whole=False``: ``node`` anywhere in its value)."""

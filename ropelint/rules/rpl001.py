@@ -246,11 +246,14 @@ def _integer_branch(ctx: RuleContext, cast) -> list[ast.expr]:  # type: ignore[n
     expr, source, fn = cast.target_expr, cast.target.param, cast.scope.node
     if not isinstance(expr, ast.Name) or fn is None or expr.id in cast.scope.params:
         return []
-    values = [node.value for node in ast.walk(fn) if isinstance(node, ast.Assign) and len(node.targets) == 1
-              and isinstance(node.targets[0], ast.Name) and node.targets[0].id == expr.id]
-    if any(isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name)
-           and node.target.id == expr.id for node in ast.walk(fn)):
-        return []
+    values = []
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.AugAssign, ast.AnnAssign)) and isinstance(node.target, ast.Name) \
+                and node.target.id == expr.id:
+            return []
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id == expr.id:
+            values.append(node.value)
     candidates = [b for v in values for b in ((v.body, v.orelse) if isinstance(v, ast.IfExp) else (v,))]
     # The integer tensor the finding names, or (``integer dtype on some paths``) ids or positions by name.
     integer = [b for b in candidates if isinstance(b, ast.Attribute) and b.attr == "dtype"

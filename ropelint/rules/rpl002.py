@@ -41,6 +41,9 @@ class InvFreqInModuleState(Rule):
                 if read.follows_module_casts and not self._repaired(ctx, handed.scope.symbol, read.ref.name):
                     self._report_handed(ctx, handed, read)
 
+    def finish(self, ctx: RuleContext) -> None:
+        rebuilds_that_can_fail(ctx)
+
     def _report_scale(self, ctx: RuleContext, power, read: StateRead) -> None:  # type: ignore[no-untyped-def]
         """xPos: ``self.scale ** power`` with ``power`` growing with the position; a cast rounds the base by up
         to 2**-9 (bfloat16), and the power multiplies that relative error (by 29 at position 30000 with
