@@ -83,7 +83,7 @@ def check_text(path: str, text: str, codes: frozenset[str], *, prefilter: bool |
         return FileResult(path, parsed=True)
     try:
         spans = Spans(selection.code)
-        model = analyse(module, imports, spans)
+        model = analyse(module, imports, spans, segments.integer_weights(text))
         findings = run_rules(model, imports, codes, spans, selection, text)
         if not findings:
             return FileResult(path, parsed=True)

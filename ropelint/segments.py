@@ -365,6 +365,50 @@ def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[s
     return found
 
 
+# ``self.weight = nn.Parameter(torch.zeros(o, i, dtype=torch.int8))``, ``register_buffer("qweight", ..., dtype=torch.int32)``:
+# a quantised layer whose weight stays integer through module casts.
+_INTEGER_WEIGHT = re.compile(r"(?:self\.(\w*weight)\s*=\s*(?:nn\.|torch\.nn\.)?Parameter\(|register_buffer\(\s*[\"'](\w*weight)[\"'])"
+                             r"[^\n]*\bdtype\s*=\s*torch\.u?int(?:8|16|32|64)\b")
+
+
+def integer_weights(text: str) -> frozenset[str]:
+    """Names of weights some module of this file holds as integer tensors: another module's ``.weight.dtype``
+    can then be integer (after quantisation swapped its layers) and is no dtype for tables."""
+    if "int8" not in text and "int32" not in text and "int16" not in text and "int64" not in text:
+        return frozenset()
+    return frozenset(m.group(1) or m.group(2) for m in _INTEGER_WEIGHT.finditer(text))
+
+
+_FORWARD_SIGNATURE = re.compile(r"def forward\(\s*self\b([^)]*)\)")
+
+
+def _forward_takes_dtype(block: str) -> bool:
+    """The class's ``forward`` has a ``dtype`` parameter: its holder chooses what its tables are cast to."""
+    m = _FORWARD_SIGNATURE.search(block)
+    return m is not None and re.search(r"\bdtype\b", m.group(1)) is not None
+
+
+def _dtype_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[str]:
+    """In a class that holds a kept rotary class whose ``forward`` takes a ``dtype`` (``takers``), the text of
+    that assignment and of a call handing it one (``self.rotary_emb(position_ids, dtype=self.q_proj.weight.dtype)``):
+    the dtype comes from the holder, which may take it from an integer tensor."""
+    if not any(text.find(name, block.begin, block.end) != -1 for name in takers):
+        return []
+    segment = block.text(text)
+    held = {m.group(1): m.group(0) for m in _HELD.finditer(segment) if f"{m.group(2)}(".encode() in takers}
+    found = []
+    for attr, assignment in held.items():
+        for call in re.finditer(rf"self\.{attr}\(", segment):
+            depth, end = 1, call.end()
+            while depth and end < len(segment) and end - call.end() < 600:
+                depth += {"(": 1, ")": -1}.get(segment[end], 0)
+                end += 1
+            if re.search(r"\bdtype\s*=", segment[call.end():end]):
+                found += [assignment, call.group(0)]
+                break
+    return found
+
+
 _RETURNED_CAST = re.compile(r"return\b[^\n]*\b(?:cos|sin)\w*(?:\(\))?\.(?:to|type_as|type)\(")
 
 
@@ -636,6 +680,8 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
               and _takes_activation_first(b.text(text))]
     if takers and _REGISTRY_CALL.search(text):
         takers += _registries_of(text, blocks, takers)
+    dtype_takers = [f"{b.name}(".encode() for b in blocks if b.name and b.interesting and b.head.startswith("class ")
+                    and _forward_takes_dtype(b.text(text))]
     kept: list[tuple[int, int, int]] = []  # (begin offset, end offset, first line)
     all_kept = True
     for block in blocks:
@@ -654,7 +700,7 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
             held = [f"self.{m.group(1)}(" for m in _HELD.finditer(block.text(text)) if m.group(2) in factories]
             calls = [*calls, *held] if held else calls
         if is_class:  # kept or not, a class that hands ids to a rotary keeps the methods that do it
-            holder = _token_ids_handed(text, block, takers)
+            holder = _token_ids_handed(text, block, takers) or _dtype_handed(text, block, dtype_takers)
             if holder:
                 interesting, calls = True, [*kept_functions, *holder]
         if not interesting:

@@ -3122,3 +3122,91 @@ def test_frequencies_computed_in_forward_from_an_integer_buffer_are_exact():
         '''
     assert _found(source) == {}
     assert (12, "RPL002") in _found(source.replace("dtype=torch.int64", "dtype=torch.float32"))
+
+
+def test_a_dtype_read_from_a_layer_that_quantisation_makes_integer():
+    """A file whose quantised layer holds an integer `weight` (`nn.Parameter(..., dtype=torch.int8)`): tables cast
+    to `self.q_proj.weight.dtype` truncate once that layer replaced the projection (measured in the held-out
+    W8A16 module: max |cos error| 1.0). The holder is found although only its call names the rotary, and the fix
+    hands the activation's dtype. Without the integer layer in the file the same code is left alone."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Int8Linear(nn.Module):
+            def __init__(self, n_in, n_out):
+                super().__init__()
+                self.weight = nn.Parameter(torch.zeros(n_out, n_in, dtype=torch.int8), requires_grad=False)
+
+            def forward(self, x):
+                return x @ self.weight.to(x.dtype).t()
+
+
+        class Rotary(nn.Module):
+            def __init__(self, head_dim, theta=10000.0):
+                super().__init__()
+                self.head_dim, self.theta = head_dim, theta
+
+            def forward(self, position_ids, dtype):
+                inv = 1.0 / (self.theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim))
+                emb = position_ids[..., None].float() * inv
+                return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+        class Attention(nn.Module):
+            def __init__(self, hidden=64, heads=4):
+                super().__init__()
+                self.q_proj = nn.Linear(hidden, hidden)
+                self.rotary_emb = Rotary(hidden // heads)
+
+            def forward(self, hidden_states, position_ids):
+                q = self.q_proj(hidden_states)
+                cos, sin = self.rotary_emb(position_ids, dtype=self.q_proj.weight.dtype)
+                return q, cos, sin
+        '''
+    assert _found(source) == {(33, "RPL001"): "safe"}
+    fixed = fix_text("attn.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "self.rotary_emb(position_ids, dtype=hidden_states.dtype)" in fixed and _found(fixed) == {}
+    assert _found(source.replace("dtype=torch.int8", "dtype=torch.float16")) == {}
+    # Handing the ids' own dtype is the same bug, in a holder found the same way.
+    assert _found(source.replace("self.q_proj.weight.dtype", "position_ids.dtype")) == {(33, "RPL001"): "safe"}
+
+
+def test_the_real_and_imaginary_parts_of_a_rotation_are_tables():
+    """gpt-fast: `cache = torch.stack([freqs_cis.real, freqs_cis.imag], -1).to(dtype=dtype)` with `dtype` from the
+    output head's weight, which the file's int8 layer makes integer: the cache truncates (held-out, 1.0)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def precompute_freqs_cis(seq_len, n_elem, base=10000, dtype=torch.bfloat16):
+            freqs = 1.0 / (base ** (torch.arange(0, n_elem, 2).float() / n_elem))
+            t = torch.arange(seq_len, device=freqs.device)
+            freqs = torch.outer(t, freqs)
+            freqs_cis = torch.polar(torch.ones_like(freqs), freqs)
+            cache = torch.stack([freqs_cis.real, freqs_cis.imag], dim=-1)
+            return cache.to(dtype=dtype)
+
+
+        class WeightOnlyInt8Linear(nn.Module):
+            def __init__(self, n_in, n_out):
+                super().__init__()
+                self.register_buffer("weight", torch.empty((n_out, n_in), dtype=torch.int8))
+
+
+        class Transformer(nn.Module):
+            def __init__(self, dim=64, n_head=4, vocab=32):
+                super().__init__()
+                self.dim, self.n_head = dim, n_head
+                self.output = nn.Linear(dim, vocab, bias=False)
+
+            def setup_caches(self, block_size):
+                self.freqs_cis = precompute_freqs_cis(block_size, self.dim // self.n_head, dtype=self.output.weight.dtype)
+        '''
+    found = _found(source)
+    assert found == {(27, "RPL001"): "safe"}
+    assert _found(source.replace("self.output.weight.dtype", "torch.int64")) == found
+    fixed = fix_text("model.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "dtype=torch.float32)" in fixed and _found(fixed) == {}

@@ -261,6 +261,8 @@ class FileModel:
 
     products: list[Product] = field(default_factory=list)
     casts: list[Cast] = field(default_factory=list)
+    # Weight names this file's quantised layers hold as integer tensors (``self.weight = nn.Parameter(..., int8)``).
+    integer_weights: frozenset[str] = frozenset()
     trigs: list[Trig] = field(default_factory=list)
     helper_trigs: list[TrigInHelper] = field(default_factory=list)
     # Positions made 16-bit-able in a caller and used as positions by a same-file callee.
@@ -446,11 +448,13 @@ def _promote(a: Val, b: Val) -> tuple[Dt, ast.AST | None]:
 
 
 class Interpreter:
-    def __init__(self, module: ast.Module, imports: ImportTable, spans: Spans) -> None:
+    def __init__(self, module: ast.Module, imports: ImportTable, spans: Spans,
+                 integer_weights: frozenset[str] = frozenset()) -> None:
         self.module = module
+        self.integer_weights = integer_weights
         self.imports = imports
         self.spans = spans
-        self.model = FileModel()
+        self.model = FileModel(integer_weights=integer_weights)
         self.summaries: dict[str, Summary] = {}
         self.in_progress: set[str] = set()
         self.wrappers: dict[str, str] = {}  # function name -> "disabled" | "passthrough"
@@ -1387,8 +1391,15 @@ class Interpreter:
             self._metadata_read = False
         if attr == "dtype":
             return UNKNOWN if base.has(Role.DTYPE) else _dtype_of(base)
+        if attr in self.integer_weights and not base.roles and isinstance(node.value, ast.Attribute):
+            # ``self.q_proj.weight`` in a file whose quantised layers hold an integer ``weight``: after
+            # quantisation swapped the layer, its dtype is an integer one.
+            return Val(may_be_int=True)
         if attr == "device":
             return Val(frozenset({Role.DEVICE}))
+        if attr in ("real", "imag") and base.has(Role.COMPLEX):
+            # The real and imaginary parts of a unit rotation are its cos and sin tables.
+            return base.evolve(roles=(base.roles - {Role.COMPLEX}) | {Role.TABLE})
         if attr in ("T", "mT", "real", "imag"):
             return base
         if attr in ("shape", "ndim", "is_cuda"):
@@ -2835,8 +2846,10 @@ def _einsum_is_matmul(spec: str) -> bool:
             and j not in out and len(set(a + b)) == len(a) + 1)
 
 
-def analyse(module: ast.Module, imports: ImportTable, spans: Spans) -> FileModel:
-    return Interpreter(module, imports, spans).run()
+def analyse(module: ast.Module, imports: ImportTable, spans: Spans,
+            integer_weights: frozenset[str] = frozenset()) -> FileModel:
+    """``integer_weights``: weight names some module of the file holds as integer tensors (a quantised layer)."""
+    return Interpreter(module, imports, spans, integer_weights).run()
 
 
 _TRIG = frozenset({"cos", "sin", "polar"})

@@ -59,7 +59,7 @@ class IntegerTableCast(Rule):
             elif cast.method == "call":
                 callee = ctx.code(cast.node.func).removeprefix("self.")
                 message = (f"`{callee}` casts its {what.removesuffix(' cast to')} to the dtype passed here, "
-                           f"`{ctx.code(cast.target_expr)}`, an integer dtype")
+                           f"`{ctx.code(cast.target_expr)}`, {_integer_kind(ctx, cast.target_expr)}")
             elif cast.method.startswith("argument"):
                 callee = ctx.code(cast.node.func).removeprefix("self.")
                 message = (f"`{callee}` casts {'its' if cast.method == 'argument' else 'the'} "
@@ -317,3 +317,12 @@ def _made_float_for_the_phase(cast, name: str) -> bool:  # type: ignore[no-untyp
             return True
     return False
 
+
+def _integer_kind(ctx: RuleContext, target: ast.AST | None) -> str:
+    """How a dtype passed to a table-casting callee is integer: always, or once a quantised layer of this file
+    (one holding an integer ``weight``) replaced the layer it is read from (``self.q_proj.weight.dtype``)."""
+    if isinstance(target, ast.Attribute) and target.attr == "dtype" and isinstance(target.value, ast.Attribute) \
+            and target.value.attr in ctx.model.integer_weights:
+        return (f"an integer dtype once quantisation has replaced that layer (this file's quantised layers hold an "
+                f"integer `{target.value.attr}`)")
+    return "an integer dtype"
