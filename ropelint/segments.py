@@ -521,6 +521,11 @@ def _with_method_callers(text: bytes, blocks: list[_Block]) -> list[str]:
     return found
 
 
+def _code_lines(text: bytes, block: _Block) -> int:
+    """The block's lines without the blank lines that separate it from the next one."""
+    return block.lines if block.lines <= SMALL_HELPER_MAX_LINES else text[block.begin:block.end].rstrip().count(b"\n") + 1
+
+
 def _with_small_helpers(text: bytes, blocks: list[_Block],
                         kept: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     """``kept`` plus the short top-level functions it calls, transitively (``default(val, d)``,
@@ -531,7 +536,7 @@ def _with_small_helpers(text: bytes, blocks: list[_Block],
     # a buffer its caller allocated, and the analysis must see that) or it makes ranges (``get_meshgrid_nd``:
     # the integer grid whose dtype a table builder falls back to).
     small = [b for b in blocks if b.name and b.begin not in taken and b.head.startswith(("def ", "async def "))
-             and (b.lines <= SMALL_HELPER_MAX_LINES or _ROTARY_NAME.search(b.name) or b.anchored)]
+             and (_code_lines(text, b) <= SMALL_HELPER_MAX_LINES or _ROTARY_NAME.search(b.name) or b.anchored)]
     if not small:
         return kept
     added: list[tuple[int, int, int]] = []

@@ -3210,3 +3210,58 @@ def test_the_real_and_imaginary_parts_of_a_rotation_are_tables():
     assert _found(source.replace("self.output.weight.dtype", "torch.int64")) == found
     fixed = fix_text("model.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "dtype=torch.float32)" in fixed and _found(fixed) == {}
+
+
+def test_the_first_tensor_of_a_module_holding_quantised_layers_can_be_integer():
+    """GPTQ: the attention's `dtype` property returns its first parameter's dtype, else its first buffer's; once
+    `QuantLinear` layers (int32 `qweight` buffers) replaced the projections that is int32 (held-out: max |cos
+    error| 1.0). The short helper is read although blank lines follow it."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class QuantLinear(nn.Module):
+            def __init__(self, n_in, n_out):
+                super().__init__()
+                self.register_buffer("qweight", torch.zeros(n_in // 8, n_out, dtype=torch.int32))
+
+
+        class NeoXRotary(nn.Module):
+            def __init__(self, dim, base=10000):
+                super().__init__()
+                self.inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+
+            def forward(self, seq_len, dtype=torch.float32):
+                t = torch.arange(seq_len, dtype=torch.int64).float()
+                emb = torch.outer(t, self.inv_freq)
+                return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+        def _first_tensor_dtype(module):
+            # quantised layers keep everything in buffers
+            for p in module.parameters():
+                return p.dtype
+            for b in module.buffers():
+                return b.dtype
+            return torch.get_default_dtype()
+
+
+        class Attention(nn.Module):
+            def __init__(self, hidden=64, heads=4):
+                super().__init__()
+                self.qkv = nn.Linear(hidden, 3 * hidden)
+                self.rotary_emb = NeoXRotary(hidden // heads)
+
+            @property
+            def dtype(self):
+                return _first_tensor_dtype(self)
+
+            def forward(self, hidden_states):
+                cos, sin = self.rotary_emb(hidden_states.shape[1], dtype=self.dtype)
+                return self.qkv(hidden_states), cos, sin
+        '''
+    assert _found(source) == {(42, "RPL001"): "safe"}
+    fixed = fix_text("attn.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "dtype=hidden_states.dtype)" in fixed and _found(fixed) == {}
+    assert _found(source.replace("dtype=torch.int32", "dtype=torch.float16")) == {}

@@ -1774,7 +1774,7 @@ class Interpreter:
         if summary.dtype_casts:
             for name, cast in summary.dtype_casts:
                 val = bound.get(name)
-                if val is not None and val.has(Role.DTYPE) and val.dtype is Dt.INT and name in nodes:
+                if val is not None and val.has(Role.DTYPE) and (val.dtype is Dt.INT or val.may_be_int) and name in nodes:
                     # ``self._set_cos_sin_cache(n, dtype=position_ids.dtype)``: the callee casts its tables to it.
                     self.model.casts.append(Cast(node, "call", cast.receiver, val, nodes[name], frame.scope))
                 elif val is not None and val.has(Role.DTYPE) and val.param in frame.scope.params and name in nodes \
@@ -2016,6 +2016,12 @@ class Interpreter:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "iter" \
                 and len(node.args) == 1:
             node = node.args[0]
+        if self.integer_weights and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("buffers", "parameters") and not node.args \
+                and not (isinstance(node.func.value, ast.Name) and node.func.value.id == "self"):
+            # ``for b in module.buffers(): return b.dtype`` on any module: one that holds this file's quantised
+            # layers reports their integer weight.
+            return Val(may_be_int=True)
         if frame.cls is None or not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                                      and node.func.attr in ("buffers", "parameters") and not node.args
                                      and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"):

@@ -14,6 +14,7 @@ from ..model.interpreter import (
     same_file_callable,
 )
 from ..model.names import dotted
+from ..model.events import Cast
 from ..model.values import Dt, Role
 from .boundary import cast_at_callers
 from .base import Rule, RuleContext, alone_in_block, append_keyword, calls_in_text, atom_code, cast_receiver, spelled_as_tensor
@@ -59,7 +60,7 @@ class IntegerTableCast(Rule):
             elif cast.method == "call":
                 callee = ctx.code(cast.node.func).removeprefix("self.")
                 message = (f"`{callee}` casts its {what.removesuffix(' cast to')} to the dtype passed here, "
-                           f"`{ctx.code(cast.target_expr)}`, {_integer_kind(ctx, cast.target_expr)}")
+                           f"`{ctx.code(cast.target_expr)}`, {_integer_kind(ctx, cast)}")
             elif cast.method.startswith("argument"):
                 callee = ctx.code(cast.node.func).removeprefix("self.")
                 message = (f"`{callee}` casts {'its' if cast.method == 'argument' else 'the'} "
@@ -318,11 +319,17 @@ def _made_float_for_the_phase(cast, name: str) -> bool:  # type: ignore[no-untyp
     return False
 
 
-def _integer_kind(ctx: RuleContext, target: ast.AST | None) -> str:
-    """How a dtype passed to a table-casting callee is integer: always, or once a quantised layer of this file
-    (one holding an integer ``weight``) replaced the layer it is read from (``self.q_proj.weight.dtype``)."""
+def _integer_kind(ctx: RuleContext, cast: Cast) -> str:
+    """How a dtype passed to a table-casting callee is integer: always, on some paths, or once a quantised layer
+    of this file (one holding an integer weight) replaced the layer it is read from (``self.q_proj.weight.dtype``)."""
+    target = cast.target_expr
     if isinstance(target, ast.Attribute) and target.attr == "dtype" and isinstance(target.value, ast.Attribute) \
             and target.value.attr in ctx.model.integer_weights:
         return (f"an integer dtype once quantisation has replaced that layer (this file's quantised layers hold an "
                 f"integer `{target.value.attr}`)")
-    return "an integer dtype"
+    if cast.target.dtype is Dt.INT:
+        return "an integer dtype"
+    if ctx.model.integer_weights:
+        held = ", ".join(f"`{name}`" for name in sorted(ctx.model.integer_weights))
+        return f"an integer dtype on some paths (this file's quantised layers hold an integer {held})"
+    return "an integer dtype on some paths"
