@@ -3265,3 +3265,39 @@ def test_the_first_tensor_of_a_module_holding_quantised_layers_can_be_integer():
     fixed = fix_text("attn.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "dtype=hidden_states.dtype)" in fixed and _found(fixed) == {}
     assert _found(source.replace("dtype=torch.int32", "dtype=torch.float16")) == {}
+
+
+def test_a_builder_whose_callers_all_pass_a_full_dtype_is_left_alone():
+    """`_compute_inv_freq(self, seq_len, device=None, dtype=torch.float64)` casts its exponent with `.to(dtype)`;
+    `__init__` passes `torch.float32` and `forward` passes `torch.float32 if mps else torch.float64`: full
+    precision on every path (held-out correct module, errors below 1e-6 in float32). A caller handing the
+    activation's dtype makes both the frequencies and the positions findings again."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class DynamicRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+                self.register_buffer("inv_freq", self._compute_inv_freq(dtype=torch.float32), persistent=False)
+
+            def _compute_inv_freq(self, device=None, dtype=torch.float64):
+                exponent = torch.arange(0, self.dim, 2, dtype=torch.int64, device=device).to(dtype) / self.dim
+                return 1.0 / (self.base ** exponent)
+
+            def forward(self, x, position_ids):
+                compute_dtype = torch.float32 if x.device.type == "mps" else torch.float64
+                inv_freq = self._compute_inv_freq(device=x.device, dtype=compute_dtype)
+                pos = position_ids.to(device=x.device, dtype=compute_dtype)
+                freqs = pos[:, :, None] * inv_freq[None, None, :]
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    assert _found(source) == {}
+    activation = source.replace('torch.float32 if x.device.type == "mps" else torch.float64', "x.dtype")
+    assert set(_found(activation)) == {(12, "RPL006"), (18, "RPL005")}
+    # A call that leaves the dtype out gets the default, which must be a full one too.
+    assert set(_found(source.replace("dtype=torch.float64):", "dtype=torch.bfloat16):")
+                      .replace("self._compute_inv_freq(dtype=torch.float32)", "self._compute_inv_freq()"))) \
+        == {(12, "RPL006")}

@@ -16,6 +16,7 @@ from .base import (
     later_loads,
     spelled_as_tensor,
 )
+from .callsite import callers_choose_full
 from .casts import float32_fix, float32_or_callers_fix
 
 
@@ -27,7 +28,7 @@ class LowPrecisionInvFreq(Rule):
             val = built.val
             if not val.dtype.can_be_16bit or val.site is None or val.read is not None:
                 continue
-            if _only_stored_unread(ctx, built):
+            if _only_stored_unread(ctx, built) or callers_choose_full(ctx, val.site):
                 continue
             for base in val.earlier_sites:  # ``torch.tensor(theta, dtype=dtype)`` raised to the exponent's power
                 if _base_tensor(base):
@@ -38,6 +39,11 @@ class LowPrecisionInvFreq(Rule):
                        "while many frameworks build models")
             chosen = next((k.value for k in val.site.keywords if k.arg == "dtype"), None) \
                 if isinstance(val.site, ast.Call) else None
+            if chosen is None and isinstance(val.site, ast.Call) and isinstance(val.site.func, ast.Attribute) \
+                    and val.site.func.attr in ("to", "type") and len(val.site.args) == 1 \
+                    and isinstance(val.site.args[0], (ast.Name, ast.Attribute)) \
+                    and (dotted(val.site.args[0]) or [""])[-1].endswith("dtype"):
+                chosen = val.site.args[0]  # ``torch.arange(0, d, 2).to(dtype)``
             if chosen is not None and not (qualname(chosen, ctx.imports) or "").startswith("torch."):
                 # ``torch.arange(0, d, 2, dtype=args.dtype)``: the dtype is named, just not float32.
                 message = (f"inverse frequencies built in `{ctx.code(chosen)}`, a dtype chosen at run time, not "
