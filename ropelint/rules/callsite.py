@@ -63,8 +63,8 @@ _FULL_DTYPES = ("float32", "float64", "double", "float")
 
 
 def callers_choose_full(ctx: RuleContext, site: ast.AST) -> bool:
-    """``torch.arange(...).to(dtype)`` (or ``dtype=dtype``) with ``dtype`` a parameter whose default is float32 or
-    float64, and every call of the function in this file passes one of those or leaves it out
+    """``torch.arange(...).to(dtype)`` (or ``dtype=dtype``) in a private function or method, with ``dtype`` a
+    parameter whose default is float32 or float64, and every call in this file passes one of those or leaves it out
     (``compute_dtype = torch.float32 if mps else torch.float64``; ``self._inv_freq(n, dtype=compute_dtype)``):
     the values are built in full precision on every path this file takes."""
     if not isinstance(site, ast.Call):
@@ -77,6 +77,8 @@ def callers_choose_full(ctx: RuleContext, site: ast.AST) -> bool:
     if not isinstance(dtype_arg, ast.Name) or owner is None:
         return False
     cls_name, fn = owner
+    if not fn.name.startswith("_") or fn.name.startswith("__"):
+        return False  # a public function or method can be called from anywhere with anything
     params = call_params(fn, is_method=cls_name is not None)
     param = _parameter_behind(fn, dtype_arg, params)
     if param is None:
