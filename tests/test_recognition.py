@@ -3301,3 +3301,35 @@ def test_a_builder_whose_callers_all_pass_a_full_dtype_is_left_alone():
     assert set(_found(source.replace("dtype=torch.float64):", "dtype=torch.bfloat16):")
                       .replace("self._compute_inv_freq(dtype=torch.float32)", "self._compute_inv_freq()"))) \
         == {(12, "RPL006")}
+
+
+def test_frequencies_given_as_the_fallback_of_an_optional_argument():
+    """lucidrains' `inv_freq = default(custom_freqs, 1.0 / (theta ** ...))` with `custom_freqs=None`: what a
+    caller gets is mostly the fallback, so the phase stored from it in a buffer is found (held-out: 2.0 after
+    `.bfloat16()`)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def exists(v):
+            return v is not None
+
+
+        def default(v, d):
+            return v if exists(v) else d
+
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, dim, theta=10000.0, max_seq_len=8192, custom_freqs=None):
+                super().__init__()
+                inv_freq = default(custom_freqs, 1.0 / (theta ** (torch.arange(0, dim, 2).float() / dim)))
+                positions = torch.arange(max_seq_len, dtype=torch.float32)
+                freqs = positions[:, None] * inv_freq[None, :]
+                self.register_buffer("freqs", freqs, persistent=False)
+
+            def forward(self, q):
+                freqs = self.freqs.float()[: q.shape[-2]]
+                return q * freqs.cos() + q * freqs.sin()
+        '''
+    assert _found(source) == {(19, "RPL009"): "safe"}

@@ -1349,8 +1349,10 @@ class Interpreter:
         joined = join(body, orelse)
         if isinstance(node.body, ast.Name) and body.param is not None \
                 and any(isinstance(n, ast.Name) and n.id == node.body.id for n in ast.walk(node.test)):
-            # ``val if exists(val) else d`` (lucidrains' ``default``): the argument, when one is given.
-            return joined.evolve(param=body.param)
+            # ``val if exists(val) else d`` (lucidrains' ``default``): the argument, when one is given; ``d`` is
+            # what a caller gets that passes none.
+            return joined.evolve(param=body.param, fallback_param=orelse.param if isinstance(node.orelse, ast.Name)
+                                 else None)
         if _none_tested(node) is not None:
             # ``positions if like is None else like``: the argument, when one is given (its fallback otherwise).
             given = orelse if isinstance(node.test.ops[0], ast.Is) else body  # type: ignore[attr-defined]
@@ -1659,6 +1661,12 @@ class Interpreter:
                 # what the parameter's name suggests (``def recompose(self, freq)`` called with cos tables).
                 if returned in bound:
                     handed = bound[returned].evolve(last_is_one=False, second_last_is_one=False, vector=False)
+                    other = summary.returns.fallback_param
+                    if other is not None and other != returned and other in bound and not handed.roles \
+                            and bound[other].roles:
+                        # ``default(custom_freqs, 1.0 / theta ** ...)``: an optional argument, or (mostly) the
+                        # fallback the caller built.
+                        handed = join(handed, bound[other]).evolve(param=handed.param)
                     if summary.returns.dtype in (Dt.RUNTIME, Dt.LOW, Dt.FULL) and handed.dtype is Dt.UNKNOWN \
                             and summary.returns.site is not None:
                         # ``def _float_mask(h, mask): return mask.to(h.dtype)``: handed back in the dtype it cast to.
