@@ -3333,3 +3333,69 @@ def test_frequencies_given_as_the_fallback_of_an_optional_argument():
                 return q * freqs.cos() + q * freqs.sin()
         '''
     assert _found(source) == {(19, "RPL009"): "safe"}
+
+
+def test_a_matmul_of_operands_made_float64_through_a_module_constant_and_locals():
+    """Autocast leaves float64 operands alone (measured: a float64 matmul stays float64 under CPU bf16 autocast).
+    `_ROPE_COMPUTE_DTYPE = torch.float64` reaches both operands through locals and `self.inv_freq` set in the same
+    forward: no RPL003 (held-out Phi-3 LongRoPE, 3.8e-3 in bf16). With the constant float32 it is found."""
+    source = '''\
+        import torch
+        from torch import nn
+
+        _ROPE_COMPUTE_DTYPE = torch.float64
+
+
+        class LongRope(nn.Module):
+            def __init__(self, dim=64, base=10000.0, long_factor=None):
+                super().__init__()
+                self.dim, self.base, self.long_factor = dim, base, long_factor or [1.0] * (dim // 2)
+
+            @torch.no_grad()
+            def forward(self, x, position_ids):
+                ext = torch.tensor(self.long_factor, dtype=_ROPE_COMPUTE_DTYPE, device=x.device)
+                shape = torch.arange(0, self.dim, 2, dtype=torch.int64, device=x.device).to(_ROPE_COMPUTE_DTYPE) / self.dim
+                self.inv_freq = 1.0 / (ext * self.base ** shape)
+                inv = self.inv_freq[None, :, None].expand(position_ids.shape[0], -1, 1)
+                pos = position_ids[:, None, :].to(_ROPE_COMPUTE_DTYPE)
+                freqs = (inv @ pos).transpose(1, 2)
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    assert _found(source) == {}
+    assert (19, "RPL003") in _found(source.replace("_ROPE_COMPUTE_DTYPE = torch.float64",
+                                                   "_ROPE_COMPUTE_DTYPE = torch.float32"))
+
+
+def test_an_apply_override_restoring_frequencies_from_a_buffer_keeps_nothing():
+    """`_apply` calls `super()._apply` (which rounds every float buffer) and then restores `inv_freq` from
+    `_inv_freq_fp64`: a registered buffer, rounded by the same cast, so the restore keeps nothing (held-out: 1.99
+    after `.bfloat16()`). The same master copy held in a plain attribute keeps the values (no finding)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class PinnedRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim))
+                self.register_buffer("_inv_freq_fp64", inv_freq, persistent=False)
+                self.register_buffer("inv_freq", inv_freq.clone(), persistent=False)
+
+            def _apply(self, fn, *args, **kwargs):
+                super()._apply(fn, *args, **kwargs)
+                self._inv_freq_fp64 = self._inv_freq_fp64.to(self.inv_freq.device)
+                self.inv_freq = self._inv_freq_fp64.clone()
+                return self
+
+            def forward(self, x, position_ids):
+                t = position_ids.type_as(self.inv_freq)
+                freqs = t.unsqueeze(-1) * self.inv_freq
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    assert set(_found(source)) == {(19, "RPL005"), (20, "RPL002")}
+    fixed = fix_text("rope.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert '("_inv_freq_fp64", "inv_freq")' in fixed and _found(fixed) == {}
+    plain = source.replace('self.register_buffer("_inv_freq_fp64", inv_freq, persistent=False)',
+                           "self._inv_freq_fp64 = inv_freq")
+    assert _found(plain) == {}

@@ -640,17 +640,26 @@ class Interpreter:
                     found.append(name)
         return found
 
-    def _kept(self, info: ClassInfo, state: str) -> bool:
+    def _kept(self, info: ClassInfo, state: str, seen: frozenset[str] = frozenset()) -> bool:
         """An ``_apply`` override in the class hierarchy names the state: module casts leave its dtype. One
         that only widens it after ``super()._apply`` (``self.inv_freq = self.inv_freq.float()``) keeps nothing:
-        the values were rounded before."""
+        the values were rounded before; nor does one that restores it from other state the same cast rounded
+        (``self.inv_freq = self._inv_freq_fp64.clone()`` with ``_inv_freq_fp64`` a buffer)."""
         if not info.apply_text:
             return False
         pattern = re.compile(rf"(?<![\w{{]){re.escape(state)}(?!\w)")
         overrides = [cls.methods["_apply"] for cls in self._mro(info) if "_apply" in cls.methods]
         # ``self._set_cos_sin_cache(n, device)`` after ``super()._apply``: the method that (re)registers the state.
         writers = {symbol.rsplit(".", 1)[-1] for cls in self._mro(info) for symbol in cls.writes.get(state, ())}
-        return any((pattern.search(self.spans.text(fn)) is not None and not _only_widens(fn, state))
+
+        def rounded_source(fn: FunctionNode) -> bool:
+            sources = _restore_sources(fn, state)
+            return bool(sources) and all(
+                src not in seen and (entry := self._find_state(info, src)) is not None
+                and entry.ref.follows_module_casts and not self._kept(info, src, seen | {state}) for src in sources)
+
+        return any((pattern.search(self.spans.text(fn)) is not None and not _only_widens(fn, state)
+                    and not rounded_source(fn))
                    or _calls_self_method_after_super(fn, writers) for fn in overrides)
 
     def _method_summary(self, info: ClassInfo, name: str) -> Summary:
@@ -3175,6 +3184,23 @@ def _calls_self_method_after_super(fn: FunctionNode, names: set[str]) -> bool:
     return False
 
 
+def _restore_sources(fn: ast.AST, state: str) -> set[str]:
+    """The other ``self`` attributes whose values every assignment of ``self.<state>`` in ``fn`` copies
+    (``self.inv_freq = self._inv_freq_fp64.clone()``); empty when one assignment builds it otherwise."""
+    sources: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and any(_self_attr(t) == state for t in node.targets):
+            metadata = {id(n.value) for n in ast.walk(node.value) if isinstance(n, ast.Attribute)
+                        and n.attr in ("device", "dtype", "shape")}
+            read = {_self_attr(n) for n in ast.walk(node.value)
+                    if isinstance(n, ast.Attribute) and id(n) not in metadata and _self_attr(n) is not None}
+            if not read or state in read or any(isinstance(n, ast.Call) and (dotted(n.func) or [""])[-1]
+                                                in ("arange", "tensor", "linspace", "pow") for n in ast.walk(node.value)):
+                return set()
+            sources |= read  # type: ignore[arg-type]
+    return sources
+
+
 def _only_widens(fn: ast.AST, state: str) -> bool:
     """``fn`` mentions ``self.<state>`` only in ``self.<state> = self.<state>.float()`` (or ``.to(float32)``,
     ``.double()``): a cast of values the conversion already rounded. False when it names the state otherwise
@@ -3186,11 +3212,16 @@ def _only_widens(fn: ast.AST, state: str) -> bool:
                 and _self_attr(node.value.func.value) == state and (
                     node.value.func.attr in ("float", "double")
                     or (node.value.func.attr == "to" and all(
-                        (dotted(a) or [""])[-1] in ("float32", "float", "float64", "double")
-                        for a in (*node.value.args, *(k.value for k in node.value.keywords if k.arg == "dtype"))))):
+                        # a widening, or a device move (``.to(self.inv_freq.device)``): neither restores values
+                        (dotted(a) or [""])[-1] in ("float32", "float", "float64", "double", "device")
+                        for a in (*node.value.args, *(k.value for k in node.value.keywords if k.arg in ("dtype", "device")))))):
             allowed.update(id(n) for n in (node.targets[0], node.value.func.value))
         elif isinstance(node, ast.Attribute) and node.attr == "dtype" and _self_attr(node.value) == state:
             allowed.add(id(node.value))  # ``if self.inv_freq.dtype != torch.float32:`` reads the dtype only
+        elif isinstance(node, ast.Assign) and node.targets and all(
+                _self_attr(t) not in (None, state) for t in node.targets):
+            # ``self.inv_freq = self._master.clone()``: copied into other state, not restored itself.
+            allowed.update(id(n) for n in ast.walk(node.value) if isinstance(n, ast.Attribute) and _self_attr(n) == state)
     if any(isinstance(n, ast.Constant) and isinstance(n.value, str) and state in n.value for n in ast.walk(fn)):
         return False  # named in a string: ``apply_keeping_dtype(self, super()._apply, fn, ("inv_freq",))``
     mentions = [n for n in ast.walk(fn) if isinstance(n, ast.Attribute) and _self_attr(n) == state]

@@ -417,33 +417,73 @@ class MatmulPhase(Rule):
 
 def _float64_operand(ctx: RuleContext, node: ast.AST | None, scope) -> bool:  # type: ignore[no-untyped-def]
     """``seq.unsqueeze(1)`` with ``seq = torch.arange(..., dtype=torch.float64)``, ``f.to(torch.float64)``,
-    ``x.double()``: an operand the source makes float64 (followed through one local assignment)."""
-    if node is None:
+    ``x.double()``, ``1.0 / (ext * base ** e)`` with ``ext`` a float64 local: an operand the source makes float64
+    (followed through a few local or ``self`` assignments of the same function; arithmetic with a float64
+    tensor promotes to float64)."""
+    if node is None or scope.node is None:
         return False
-    text = ctx.code(node)
-    if _made_float64(text):
+    return _float64_expr(ctx, node, scope.node, _float64_constants(ctx), 0)
+
+
+def _float64_expr(ctx: RuleContext, node: ast.AST, fn: ast.AST, constants: frozenset[str], depth: int) -> bool:
+    if _made_float64(ctx.code(node), constants):
         return True
-    root = node
-    while isinstance(root, (ast.Call, ast.Attribute, ast.Subscript)):
-        root = root.func if isinstance(root, ast.Call) else root.value
-    if isinstance(root, ast.Name) and scope.node is not None:
-        values = [st.value for st in ast.walk(scope.node) if isinstance(st, ast.Assign)
-                  and any(isinstance(t, ast.Name) and t.id == root.id for t in st.targets)]
-        # ``seq = seq * (1.0 / factor)``: an update of the float64 tensor by a number keeps float64.
-        updates = [v for v in values if any(isinstance(n, ast.Name) and n.id == root.id for n in ast.walk(v))]
-        return any(_made_float64(ctx.code(v)) for v in values) \
-            and all(_made_float64(ctx.code(v)) or v in updates for v in values) \
-            and root.id not in {a.arg for a in getattr(scope.node, "args").args}  # type: ignore[union-attr]
-    return False
+    if depth > 6:
+        return False
+    if isinstance(node, ast.BinOp):
+        return any(_float64_expr(ctx, side, fn, constants, depth + 1) for side in (node.left, node.right))
+    while isinstance(node, (ast.Call, ast.Subscript)) or (isinstance(node, ast.Attribute) and node.attr in ("T", "mT")):
+        if isinstance(node, ast.Call):
+            if not (isinstance(node.func, ast.Attribute) and node.func.attr in _SHAPE_ONLY):
+                return False
+            node = node.func.value
+        else:
+            node = node.value
+    target = _local_or_self(node)
+    if target is None or target in {a.arg for a in getattr(fn, "args").args}:  # type: ignore[union-attr]
+        return False
+    values = [st.value for st in ast.walk(fn) if isinstance(st, ast.Assign)
+              and any(_local_or_self(t) == target for t in st.targets)]
+    # ``seq = seq * (1.0 / factor)``: an update of the float64 tensor by a number keeps float64.
+    updates = [v for v in values if any(_local_or_self(n) == target for n in ast.walk(v))]
+    made = [v for v in values if v not in updates]
+    return bool(made) and all(_float64_expr(ctx, v, fn, constants, depth + 1) for v in made)
+
+
+_SHAPE_ONLY = frozenset({"unsqueeze", "expand", "expand_as", "reshape", "view", "transpose", "permute", "flatten",
+                         "contiguous", "squeeze", "repeat", "clone", "detach", "to"})
+
+
+def _local_or_self(node: ast.AST) -> str | None:
+    """``seq`` -> "seq", ``self.inv_freq`` -> "self.inv_freq"; None for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+        return f"self.{node.attr}"
+    return None
+
+
+_F64_CONSTANT = re.compile(r"^(\w+)\s*(?::[^=\n]*)?=\s*(?:torch|th|t)\.(?:float64|double)\s*$", re.MULTILINE)
+
+
+def _float64_constants(ctx: RuleContext) -> frozenset[str]:
+    """Module-level names bound to the float64 dtype (``_ROPE_COMPUTE_DTYPE = torch.float64``)."""
+    if "float64" not in ctx.source and "double" not in ctx.source:
+        return frozenset()
+    return frozenset(_F64_CONSTANT.findall(ctx.source))
 
 
 _F64 = re.compile(r"float64|\.double\(\)")
 _NARROWED = re.compile(r"\.(?:float|half|bfloat16)\(\)|float32|float16|bfloat16|\.to\(")
 
 
-def _made_float64(text: str) -> bool:
+def _made_float64(text: str, constants: frozenset[str] = frozenset()) -> bool:
     """The code makes its value float64 and nothing after that narrows it (``.double().float()`` does)."""
     found = None
     for found in _F64.finditer(text):
         pass
+    for name in constants:
+        for named in re.finditer(rf"\b{name}\b", text):
+            if found is None or named.end() > found.end():
+                found = named
     return found is not None and _NARROWED.search(text, found.end()) is None
