@@ -316,7 +316,7 @@ _GLUE_CAST = re.compile(r"\.(?:to|type_as)\(\s*(?:\w*_ids|pos|positions|idx)\s*\
 _IDS_CALL = re.compile(r"self\.(\w+)\(\s*(?:idx|tokens|input_idx|token_idx|\w*_ids)\s*(?:[,)]|if\b)")
 
 
-def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[str]:
+def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes], glue: tuple[str, ...] = ()) -> list[str]:
     """In a class that holds a kept rotary class whose ``forward`` takes activations first
     (``self.rope = RoPE(...)``, or ``ROPE_CLASSES[kind](...)`` from a registry naming one: ``takers``) and
     calls it with token or position ids (``self.rope(idx)``), the text of that assignment and of that call: the
@@ -356,12 +356,15 @@ def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[s
         for attr, text in held.items():
             if f"self.{attr}(" in segment:
                 found += [text, f"self.{attr}("]
-    if held and not found and _GLUE_CAST.search(segment):
-        # ``cos.to(position_ids)``, ``position_ids.to(hidden_states.dtype)`` around the call: the methods that
-        # call the rotary show what reaches it and what its tables become.
+    glued = [g for g in glue if g in segment] if held and not found else []
+    if held and not found and (glued or _GLUE_CAST.search(segment)):
+        # ``cos.to(position_ids)``, ``position_ids.to(hidden_states.dtype)`` around the call, or a call of a function
+        # that casts like that (``apply_rotary_pos_emb(q, k, cos, sin, position_ids)`` doing ``cos.to(position_ids)``):
+        # the methods that call the rotary show what reaches it and what its tables become.
         for call in re.finditer(r"self\.(\w+)\(", segment):
             if call.group(1) in held:
                 found += [held[call.group(1)], call.group(0)]
+        found += glued
     return found
 
 
@@ -410,6 +413,12 @@ def _dtype_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[str]:
 
 
 _RETURNED_CAST = re.compile(r"return\b[^\n]*\b(?:cos|sin)\w*(?:\(\))?\.(?:to|type_as|type)\(")
+
+
+def _takes_tables(function: str) -> bool:
+    """The function's signature names cos/sin tables (``def apply_rotary_pos_emb(q, k, cos, sin, position_ids)``)."""
+    signature = function[:function.find(":", function.find(")"))]
+    return re.search(r"\b(?:cos|sin)\w*\b", signature) is not None
 
 
 def _returns_cast_tables(method: str) -> bool:
@@ -685,6 +694,9 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
               and _takes_activation_first(b.text(text))]
     if takers and _REGISTRY_CALL.search(text):
         takers += _registries_of(text, blocks, takers)
+    # Functions that cast what they are handed to the ids (``cos.to(position_ids)`` in ``apply_rotary_pos_emb``).
+    glue = tuple(f"{name}(" for name, b in functions.items() if takers and _takes_tables(b.text(text))
+                 and _GLUE_CAST.search(b.text(text))) if takers else ()
     dtype_takers = [f"{b.name}(".encode() for b in blocks if b.name and b.interesting and b.head.startswith("class ")
                     and _forward_takes_dtype(b.text(text))]
     kept: list[tuple[int, int, int]] = []  # (begin offset, end offset, first line)
@@ -705,7 +717,7 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
             held = [f"self.{m.group(1)}(" for m in _HELD.finditer(block.text(text)) if m.group(2) in factories]
             calls = [*calls, *held] if held else calls
         if is_class:  # kept or not, a class that hands ids to a rotary keeps the methods that do it
-            holder = _token_ids_handed(text, block, takers) or _dtype_handed(text, block, dtype_takers)
+            holder = _token_ids_handed(text, block, takers, glue) or _dtype_handed(text, block, dtype_takers)
             if holder:
                 interesting, calls = True, [*kept_functions, *holder]
         if not interesting:

@@ -3399,3 +3399,112 @@ def test_an_apply_override_restoring_frequencies_from_a_buffer_keeps_nothing():
     plain = source.replace('self.register_buffer("_inv_freq_fp64", inv_freq, persistent=False)',
                            "self._inv_freq_fp64 = inv_freq")
     assert _found(plain) == {}
+
+
+def test_positions_handed_to_a_builder_that_also_takes_a_length():
+    """diffusers' `get_1d_rotary_pos_embed(dim, pos, ...)` starts with `if isinstance(pos, int): pos =
+    torch.arange(pos).float()` and scales `pos * interpolation_factor`: a caller handing a grid built in the
+    latents' dtype still reaches the phase with it (held-out HunyuanVideo: 0.19 with bf16 latents)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def get_1d_rotary_pos_embed(dim, pos, theta=10000.0, interpolation_factor=1.0):
+            if isinstance(pos, int):
+                pos = torch.arange(pos).float()
+            freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, device=pos.device)[: (dim // 2)].to(pos.dtype) / dim))
+            freqs = torch.outer(pos * interpolation_factor, freqs)
+            return freqs.cos(), freqs.sin()
+
+
+        class VideoRope(nn.Module):
+            def __init__(self, dims=(16, 24, 24), theta=256.0):
+                super().__init__()
+                self.dims, self.theta = dims, theta
+
+            def forward(self, hidden_states):
+                sizes = hidden_states.shape[2:]
+                tables = []
+                for i in range(3):
+                    grid = torch.arange(0, sizes[i], device=hidden_states.device, dtype=hidden_states.dtype)
+                    tables.append(get_1d_rotary_pos_embed(self.dims[i], grid, self.theta))
+                return tables
+        '''
+    assert set(_found(source)) == {(22, "RPL005")}
+    assert _found(source.replace("dtype=hidden_states.dtype)", "dtype=torch.float32)")) == {}
+
+
+def test_keywords_unpacked_from_a_local_dict():
+    """DINOv3: `dd = {"device": device, "dtype": torch.float32}` then `torch.arange(0.5, H, **dd)`: float32
+    coordinates, no finding (held-out correct module, 5.4e-7)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Rope2D(nn.Module):
+            def __init__(self, head_dim=64, base=100.0):
+                super().__init__()
+                self.head_dim, self.base = head_dim, base
+
+            def forward(self, H, W, device=None):
+                dd = {"device": device, "dtype": torch.float32}
+                coords_h = torch.arange(0.5, H, **dd) / H
+                coords_w = torch.arange(0.5, W, **dd) / W
+                coords = torch.stack(torch.meshgrid(coords_h, coords_w, indexing="ij"), dim=-1).flatten(0, 1)
+                periods = self.base ** (2 * torch.arange(self.head_dim // 4, **dd) / (self.head_dim // 2))
+                angles = 2 * 3.14159 * coords[:, :, None] / periods[None, None, :]
+                return angles.cos(), angles.sin()
+        '''
+    assert _found(source) == {}
+    assert (12, "RPL005") in _found(source.replace('"dtype": torch.float32', '"dtype": torch.bfloat16'))
+
+
+def test_an_apply_function_that_casts_the_tables_to_the_ids_is_read_with_its_caller():
+    """EXAONE-style `apply_rotary_pos_emb(q, k, cos, sin, position_ids)` doing `cos.to(position_ids)[position_ids]`
+    (`Tensor.to(other)` copies the dtype too: held-out 1.0), called from an attention class that is not rotary by
+    itself: found and fixed by keeping only the device move."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, x, seq_len):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                freqs = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv_freq)
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+        def rotate_half(x):
+            x1, x2 = x.chunk(2, dim=-1)
+            return torch.cat((-x2, x1), dim=-1)
+
+
+        def apply_rotary_pos_emb(q, k, cos, sin, position_ids, unsqueeze_dim=1):
+            cos = cos.to(position_ids)[position_ids].unsqueeze(unsqueeze_dim)
+            sin = sin.to(position_ids)[position_ids].unsqueeze(unsqueeze_dim)
+            return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+        class Attention(nn.Module):
+            def __init__(self, hidden=64, heads=1):
+                super().__init__()
+                self.proj = nn.Linear(hidden, 3 * hidden)
+                self.rotary_emb = Rotary(hidden // heads)
+
+            def forward(self, hidden_states, position_ids):
+                q, k, v = self.proj(hidden_states)[:, None].chunk(3, dim=-1)
+                cos, sin = self.rotary_emb(v, seq_len=k.shape[-2])
+                q, k = apply_rotary_pos_emb(q, k, cos, sin, position_ids)
+                return q, k, v
+        '''
+    assert _found(source) == {(23, "RPL001"): "safe", (24, "RPL001"): "safe"}
+    fixed = fix_text("attn.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "cos = cos.to(position_ids.device)[position_ids]" in fixed and _found(fixed) == {}

@@ -881,7 +881,13 @@ class Interpreter:
                     frame.return_items.append(items)
         elif isinstance(stmt, ast.If):
             self._eval(stmt.test, frame)
+            dispatched = _number_dispatch(stmt.test)
+            before = frame.env.get(dispatched) if dispatched is not None else None
             self._branch(frame, [stmt.body, stmt.orelse or None])
+            if before is not None and before.param == dispatched and dispatched in frame.env:
+                # ``if isinstance(pos, int): pos = torch.arange(pos).float()``: a caller handing a tensor skips the
+                # branch, so the name still holds that argument.
+                frame.env[dispatched] = frame.env[dispatched].evolve(param=dispatched)
         elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
             if isinstance(stmt, ast.While):
                 self._eval(stmt.test, frame)
@@ -1756,6 +1762,13 @@ class Interpreter:
         ``_FP32 = {"dtype": torch.float32}`` at module level; ``**{**factory_kwargs, "dtype": torch.float32}``."""
         if isinstance(node, ast.Name) and node.id in self._dict_constants and node.id not in frame.env:
             return dict(self._dict_constants[node.id])
+        if isinstance(node, ast.Name) and frame.scope.node is not None:
+            # ``dd = {"device": device, "dtype": torch.float32}`` once in this function, then ``arange(0.5, H, **dd)``.
+            assigned = [st.value for st in ast.walk(frame.scope.node) if isinstance(st, (ast.Assign, ast.AnnAssign))
+                        and any(isinstance(t, ast.Name) and t.id == node.id
+                                for t in (st.targets if isinstance(st, ast.Assign) else [st.target]))]
+            if len(assigned) == 1 and isinstance(assigned[0], ast.Dict):
+                return self._unpacked(assigned[0], frame)
         out: dict[str, ast.expr] = {}
         if isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values):
@@ -2747,7 +2760,7 @@ class Interpreter:
                    last_is_one=left.last_is_one or right.last_is_one,
                    second_last_is_one=left.second_last_is_one or right.second_last_is_one,
                    vector=(left.vector or right.vector) and all(v.vector or v.has(Role.SCALAR) for v in (left, right)),
-                   param=left.param or right.param if not roles else None,
+                   param=left.param or right.param if not roles else _scaled_positions_param(left, right, op),
                    dtype_param=next((v.dtype_param for v in (left, right) if not v.has(Role.SCALAR)), None))
 
     def _product_or_arith(self, node: ast.AST, form: str, a: Val, b: Val, frame: Frame,
@@ -3199,6 +3212,28 @@ def _restore_sources(fn: ast.AST, state: str) -> set[str]:
                 return set()
             sources |= read  # type: ignore[arg-type]
     return sources
+
+
+def _scaled_positions_param(left: Val, right: Val, op: ast.operator) -> str | None:
+    """``pos * interpolation_factor``: positions scaled by a number are still the argument's positions (a caller's
+    16-bit positions reach the phase through it)."""
+    if not isinstance(op, (ast.Mult, ast.Div)):
+        return None
+    for positions, number in ((left, right), (right, left)):
+        if positions.roles == {Role.POSITIONS} and positions.param is not None and number.has(Role.SCALAR):
+            return positions.param
+    return None
+
+
+def _number_dispatch(test: ast.expr) -> str | None:
+    """``isinstance(pos, int)`` (or ``(int, float)``, ``numbers.Number``): the name a number-or-tensor
+    parameter is tested by."""
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance" \
+            and len(test.args) == 2 and isinstance(test.args[0], ast.Name):
+        kinds = test.args[1].elts if isinstance(test.args[1], ast.Tuple) else [test.args[1]]
+        if kinds and all((dotted(k) or [""])[-1] in ("int", "float", "Number", "Integral", "Real") for k in kinds):
+            return test.args[0].id
+    return None
 
 
 def _only_widens(fn: ast.AST, state: str) -> bool:

@@ -47,7 +47,9 @@ class IntegerTableCast(Rule):
             if fallback is None:
                 what = f"{what} cast to"
             message = f"{what} the dtype of `{target}`, an integer tensor"
-            if fallback is None and source is None and cast.target.has(Role.DTYPE) and (
+            tensor_target = cast.method in ("to", "type_as") and isinstance(cast.node, ast.Call) \
+                and any(a is cast.target_expr for a in cast.node.args) and spelled_as_tensor(ctx, cast.target_expr)
+            if fallback is None and source is None and cast.target.has(Role.DTYPE) and not tensor_target and (
                     isinstance(cast.target_expr, ast.Name) or _self_attribute(cast.target_expr)
                     or target.endswith(".dtype")):  # ``grid.dtype`` of a local that is int64 on some path
                 kind = "an integer dtype" if cast.target.dtype is Dt.INT else "an integer dtype on some paths"
