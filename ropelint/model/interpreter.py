@@ -3219,8 +3219,8 @@ def _scaled_positions_param(left: Val, right: Val, op: ast.operator) -> str | No
     16-bit positions reach the phase through it)."""
     if not isinstance(op, (ast.Mult, ast.Div)):
         return None
-    for positions, number in ((left, right), (right, left)):
-        if positions.roles == {Role.POSITIONS} and positions.param is not None and number.has(Role.SCALAR):
+    for positions, factor in ((left, right), (right, left)):
+        if positions.roles == {Role.POSITIONS} and positions.param is not None and factor.has(Role.SCALAR):
             return positions.param
     return None
 
