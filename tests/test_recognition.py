@@ -3508,3 +3508,68 @@ def test_an_apply_function_that_casts_the_tables_to_the_ids_is_read_with_its_cal
     assert _found(source) == {(23, "RPL001"): "safe", (24, "RPL001"): "safe"}
     fixed = fix_text("attn.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "cos = cos.to(position_ids.device)[position_ids]" in fixed and _found(fixed) == {}
+
+
+def test_a_phase_cast_before_a_helper_returning_a_tuple_of_tables():
+    """`_sincos(self._phase(n, device).to(dtype))` with `_sincos` returning `emb.cos(), emb.sin()`: the cast moves
+    onto each table the helper returns (held-out Phi partial rotary, 2.0 before the fix)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def _sincos(angles):
+            emb = torch.cat((angles, angles), dim=-1)
+            return emb.cos(), emb.sin()
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=32, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def _phase(self, seq_len, device):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, device=device).float() / self.dim))
+                return torch.outer(torch.arange(seq_len, device=device, dtype=torch.float32), inv_freq)
+
+            def forward(self, x):
+                return _sincos(self._phase(x.shape[-2], x.device).to(x.dtype))
+        '''
+    assert _found(source) == {(20, "RPL007"): "safe"}
+    fixed = fix_text("rope.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "return tuple(table.to(x.dtype) for table in _sincos(self._phase(x.shape[-2], x.device)))" in fixed
+    assert _found(fixed) == {}
+
+
+def test_a_dtype_read_from_a_held_module_that_keeps_its_frequencies_float32():
+    """`dtype=self.freqs.inv_freq.dtype` with `self.freqs` a `Frequencies` module of this file: a finding while its
+    buffer follows module casts; none once an `_apply` override keeps it (what RPL002's fix adds), so one fix
+    pass leaves nothing (held-out split Frequencies/Positions/Tables modules)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Frequencies(nn.Module):
+            def __init__(self, dim, base):
+                super().__init__()
+                self.register_buffer("inv_freq", 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim)), persistent=False)
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=32, base=10000.0):
+                super().__init__()
+                self.freqs = Frequencies(dim, base)
+
+            def forward(self, x):
+                t = torch.arange(x.shape[-2], dtype=self.freqs.inv_freq.dtype, device=x.device)
+                freqs = t[:, None] * self.freqs.inv_freq.float()[None, :]
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    assert (17, "RPL005") in _found(source)
+    kept = source.replace("persistent=False)\n", "persistent=False)\n\n"
+                          "            def _apply(self, fn, *args, **kwargs):\n"
+                          "                super()._apply(fn, *args, **kwargs)\n"
+                          "                self.inv_freq = 1.0 / (10000.0 ** (torch.arange(0, 32, 2).float() / 32))\n"
+                          "                return self\n", 1)
+    assert "_apply" in kept and not any(code == "RPL005" for _, code in _found(kept))

@@ -1399,6 +1399,11 @@ class Interpreter:
         qn = qualname(node, self.imports)
         if qn is not None and (qn.startswith("torch.") or qn.startswith("numpy.")):
             return _torch_dtype(attr) or UNKNOWN
+        if attr == "dtype" and frame.cls is not None and isinstance(node.value, ast.Attribute) \
+                and _self_attr(node.value.value) is not None:
+            held = self._held_state_dtype(frame.cls, node.value.value.attr, node.value.attr)  # type: ignore[attr-defined]
+            if held is not None:
+                return held
         metadata_only = attr in ("device", "dtype", "shape", "ndim", "is_cuda")
         if metadata_only:
             self._metadata_read = True  # ``self.inv_freq.device`` reads no values: not a read to reroute
@@ -1424,11 +1429,46 @@ class Interpreter:
         if attr.endswith("_dtype") and not base.roles:
             # ``config.torch_dtype``, ``cfg.params_dtype``: a dtype the configuration chooses (bfloat16 in most).
             return dtype_val(Dt.RUNTIME)
+        if frame.cls is not None and isinstance(node.value, ast.Attribute) and _self_attr(node.value) is not None:
+            held = self._held_state(frame.cls, node.value.attr, attr, node)
+            if held is not None:
+                return held
         if (isinstance(node.value, ast.Name) and node.value.id in _CONFIG_NAMES) or (
                 isinstance(node.value, ast.Attribute) and node.value.attr in _CONFIG_NAMES
                 and isinstance(node.value.value, ast.Name) and node.value.value.id == "self"):
             return Val(frozenset({Role.SCALAR}))  # ``config.rope_theta``, ``self.config.d_model``
         return self._named(attr) if base is UNKNOWN else UNKNOWN
+
+    def _held_state(self, info: ClassInfo, sub: str, attr: str, node: ast.AST) -> Val | None:
+        """``self.freqs.inv_freq`` with ``self.freqs`` a module of this file that registers ``inv_freq``: what the
+        name says it holds, in the dtype module casts leave it (float32 when that class keeps it)."""
+        held = held_class(self.model.classes, info, sub)
+        entry = self._find_state(held, attr) if held is not None else None
+        if entry is None or not entry.ref.follows_module_casts:
+            return None
+        roles = (entry.value.roles or self._named(attr).roles) - {Role.SCALAR}
+        if entry.value.dtype is Dt.INT and entry.value.site is not None:
+            return entry.value.evolve(roles=roles, read=None, alt_reads=())
+        if self._kept(held, attr):  # type: ignore[arg-type]
+            return Val(roles, Dt.FULL) if entry.value.dtype is Dt.FULL else None
+        read = StateRead(entry.ref, node)
+        if not self._metadata_read:
+            self.model.state_reads.append(read)
+        return Val(roles, Dt.RUNTIME, site=node, read=read)
+
+    def _held_state_dtype(self, info: ClassInfo, sub: str, attr: str) -> Val | None:
+        """``self.freqs.inv_freq.dtype`` with ``self.freqs`` a module of this file: float32 when that class keeps its
+        float32 state through module casts (an ``_apply`` override), integer when the state is an integer tensor;
+        None when nothing better than "run time" is known."""
+        held = held_class(self.model.classes, info, sub)
+        entry = self._find_state(held, attr) if held is not None else None
+        if entry is None or not entry.ref.follows_module_casts:
+            return None
+        if entry.value.dtype is Dt.INT and entry.value.site is not None:
+            return dtype_val(Dt.INT)
+        if entry.value.dtype is Dt.FULL and self._kept(held, attr):  # type: ignore[arg-type]
+            return dtype_val(Dt.FULL)
+        return None
 
     def _state_read(self, attr: str, node: ast.AST, frame: Frame) -> Val:
         if frame.cls is None:

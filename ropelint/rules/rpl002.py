@@ -27,8 +27,15 @@ class InvFreqInModuleState(Rule):
     def check(self, ctx: RuleContext) -> None:
         for product in ctx.model.products:
             for read in product.freq.reads:
-                if read.follows_module_casts and not self._repaired(ctx, product.scope.symbol, read.ref.name) \
-                        and not _integer_state(ctx, read.ref):
+                if not (read.follows_module_casts and not self._repaired(ctx, product.scope.symbol, read.ref.name)
+                        and not _integer_state(ctx, read.ref)):
+                    continue
+                if _through_submodule(read):
+                    # ``self.freqs.inv_freq`` of a module this file defines: the fix keeps its dtype in that class.
+                    self._report_kept(ctx, read, product.scope, "inverse frequencies",
+                                      f"feed the phase at line {ctx.line_of(product.node)}; `module.bfloat16()`/"
+                                      f"`.half()` round them and `.float()` at use restores nothing")
+                else:
                     self._report(ctx, product, read)
         for power in ctx.model.scale_powers:
             for read in power.base.reads:
@@ -64,7 +71,8 @@ class InvFreqInModuleState(Rule):
                      noun: str = "inverse frequencies ") -> None:
         """A finding at ``read`` whose fix keeps the state's dtype through module casts (``_apply``)."""
         ref = read.ref
-        message = f"{noun}`self.{ref.name}` ({ref.describe()} registered at line {ctx.line_of(ref.node)}) {says}"
+        spelled = ctx.code(read.node) if _through_submodule(read) else f"self.{ref.name}"
+        message = f"{noun}`{spelled}` ({ref.describe()} registered at line {ctx.line_of(ref.node)}) {says}"
         fix, why = keep_fix(ctx, ref, what)
         if fix is None and why:
             message += f" (no automatic fix: {why})"
@@ -394,3 +402,9 @@ def rebuilds_that_can_fail(ctx: RuleContext) -> None:
 
 __all__ = ["InvFreqInModuleState", "Role"]
 
+
+def _through_submodule(read: StateRead) -> bool:
+    """Read as ``self.<module>.<state>``: state another class of this file registered."""
+    node = read.node
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) \
+        and isinstance(node.value.value, ast.Name) and node.value.value.id == "self"

@@ -113,7 +113,7 @@ class TrigAfterDowncast(Rule):
         if isinstance(calls[0].call.func, ast.Attribute):
             return None  # a method: casting what it returns is not known to be right
         if any(isinstance(n, ast.Return) and isinstance(n.value, (ast.Tuple, ast.List)) for n in ast.walk(helper)):
-            return None  # it returns tables: casting its result would need one cast per element
+            return _per_table_fix(ctx, cast, calls, helper, split)
         arguments = [arg for c in calls for arg in c.call.args if isinstance(arg, ast.Name)]
         if not only_read_by(ctx, cast.node, cast.scope.node, {id(a) for a in arguments}):
             return None
@@ -236,6 +236,30 @@ def _sliced_in_place(fn: ast.AST) -> set[int]:
                 and stmt.value.value.id == stmt.targets[0].id:
             found.add(id(stmt.value.value))
     return found
+
+
+def _per_table_fix(ctx: RuleContext, cast: Cast, calls: list[TrigInHelper], helper: ast.AST,
+                   split: tuple[str, str]) -> FixPlan | None:
+    """``_sincos(phase.to(dtype))`` with ``_sincos`` returning ``emb.cos(), emb.sin()`` on every path:
+    ``tuple(table.to(dtype) for table in _sincos(phase))``, the same tuple of tables in the same dtype, taken from
+    the float32 phase."""
+    returns = [n.value for n in ast.walk(helper) if isinstance(n, ast.Return)]
+    kinds = {type(r) for r in returns}
+    if len(calls) != 1 or len(kinds) != 1 or not all(
+            isinstance(r, (ast.Tuple, ast.List)) and r.elts and all(any(is_trig_call(m) for m in ast.walk(e))
+                                                                    for e in r.elts) for r in returns):
+        return None
+    call = calls[0].call
+    receiver_code, tail = split
+    if not any(a is cast.node for a in call.args) or "table" in tail:
+        return None  # the cast phase reaches the call through a local, or the cast's text would be shadowed
+    text, cast_text = ctx.code(call), ctx.code(cast.node)
+    if text.count(cast_text) != 1:
+        return None
+    inner = text.replace(cast_text, receiver_code)
+    kind = "tuple" if kinds == {ast.Tuple} else "list"
+    return FixPlan("safe", f"pass the float32 phase to `{calls[0].callee}` and cast each table it returns",
+                   (Replace(call, f"{kind}(table{tail} for table in {inner})"),))
 
 
 def _helper(ctx: RuleContext, cast: Cast, name: str) -> ast.AST | None:
