@@ -3271,7 +3271,8 @@ def test_a_builder_whose_callers_all_pass_a_full_dtype_is_left_alone():
     """`_compute_inv_freq(self, seq_len, device=None, dtype=torch.float64)` casts its exponent with `.to(dtype)`;
     `__init__` passes `torch.float32` and `forward` passes `torch.float32 if mps else torch.float64`: full
     precision on every path (held-out correct module, errors below 1e-6 in float32). A caller handing the
-    activation's dtype makes both the frequencies and the positions findings again."""
+    activation's dtype makes both the frequencies and the positions findings again. A public rotary builder
+    called with a local that holds `torch.float32` is read the same way (diffusers' `get_1d_rotary_pos_embed`)."""
     source = '''\
         import torch
         from torch import nn
@@ -3301,6 +3302,24 @@ def test_a_builder_whose_callers_all_pass_a_full_dtype_is_left_alone():
     assert set(_found(source.replace("dtype=torch.float64):", "dtype=torch.bfloat16):")
                       .replace("self._compute_inv_freq(dtype=torch.float32)", "self._compute_inv_freq()"))) \
         == {(12, "RPL006")}
+    public = '''\
+        import torch
+
+
+        def get_1d_rotary_pos_embed(dim, pos, theta=10000.0, freqs_dtype=torch.float32):
+            freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=freqs_dtype, device=pos.device) / dim))
+            freqs = torch.outer(pos.to(freqs_dtype), freqs)
+            return freqs.cos().float(), freqs.sin().float()
+
+
+        def flux_pos_embed(ids, axes_dim=(16, 56, 56), theta=10000):
+            freqs_dtype = torch.float32
+            return [get_1d_rotary_pos_embed(d, ids[:, i].float(), theta, freqs_dtype=freqs_dtype)
+                    for i, d in enumerate(axes_dim)]
+        '''
+    assert _found(public) == {}
+    assert set(_found(public.replace("freqs_dtype = torch.float32", "freqs_dtype = ids.dtype"))) \
+        == {(5, "RPL006"), (6, "RPL005")}
 
 
 def test_frequencies_given_as_the_fallback_of_an_optional_argument():

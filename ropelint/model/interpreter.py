@@ -422,6 +422,23 @@ def _defaults(fn: FunctionNode) -> list[tuple[str, ast.expr | None]]:
     return [(p.arg, d) for p, d in pairs if d is not None]
 
 
+_FULL_DTYPE_NAMES = ("float32", "float", "float64", "double")
+
+
+def _full_dtype_expr(fn: FunctionNode | None, node: ast.expr, depth: int = 0) -> bool:
+    """``torch.float32`` (or float64), a choice between such dtypes (``torch.float32 if mps else torch.float64``),
+    or a local of ``fn`` assigned once from one of those (``freqs_dtype = torch.float32``)."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in _FULL_DTYPE_NAMES and isinstance(node.value, ast.Name)
+    if isinstance(node, ast.IfExp):
+        return _full_dtype_expr(fn, node.body, depth) and _full_dtype_expr(fn, node.orelse, depth)
+    if isinstance(node, ast.Name) and fn is not None and depth < 3:
+        values = _assigned_values(fn, node.id)
+        params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+        return len(values) == 1 and node.id not in params and _full_dtype_expr(fn, values[0], depth + 1)
+    return False
+
+
 def _float32_defaulted(fn: FunctionNode) -> set[str]:
     """Parameters whose default is ``torch.float32`` (or ``torch.float``, ``torch.float64``)."""
     return {p for p, d in _defaults(fn) if isinstance(d, ast.Attribute) and isinstance(d.value, ast.Name)
@@ -462,6 +479,7 @@ class Interpreter:
         self._current: ast.stmt | None = None  # the statement being evaluated
         self._metadata_read = False
         self._calls_by_name: dict[str, list[ast.Call]] | None = None
+        self._caller_of: dict[int, FunctionNode] = {}  # call node id -> the innermost function holding it
         self._specialized: dict[int, Summary] = {}  # call node -> its callee analysed with its arguments
         # ``vmap(self._phase_at)(ids)`` -> the plain call ``self._phase_at(ids)``, made once so ids stay unique.
         self._unwrapped: dict[int, ast.Call] = {}
@@ -2596,6 +2614,9 @@ class Interpreter:
                     name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
                     if name is not None:
                         self._calls_by_name.setdefault(name, []).append(node)
+                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    # ``ast.walk`` reaches an outer function first: an inner one overwrites it for its own calls.
+                    self._caller_of.update((id(n), node) for n in ast.walk(node) if isinstance(n, ast.Call))
         name = fn.name
         public = not name.startswith("_") or name.startswith("__")
         if public and not re.search(r"inv_freq|freq|rope|rotary|_cis|sincos|cos_sin|_t_|grid|coord|pos", name):
@@ -2613,7 +2634,7 @@ class Interpreter:
             given = next((k.value for k in call.keywords if k.arg == param), None)
             if given is None and index is not None and index < len(call.args):
                 given = call.args[index]
-            if given is not None and not (isinstance(given, ast.Attribute) and given.attr in ("float32", "float")) \
+            if given is not None and not _full_dtype_expr(self._caller_of.get(id(call)), given) \
                     and not self._float32_property(given):
                 return False
         return bool(calls)

@@ -59,63 +59,6 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
                    (*edits, *imports))
 
 
-_FULL_DTYPES = ("float32", "float64", "double", "float")
-
-
-def callers_choose_full(ctx: RuleContext, site: ast.AST) -> bool:
-    """``torch.arange(...).to(dtype)`` (or ``dtype=dtype``) in a private function or method, with ``dtype`` a
-    parameter whose default is float32 or float64, and every call in this file passes one of those or leaves it out
-    (``compute_dtype = torch.float32 if mps else torch.float64``; ``self._inv_freq(n, dtype=compute_dtype)``):
-    the values are built in full precision on every path this file takes."""
-    if not isinstance(site, ast.Call):
-        return False
-    dtype_arg = next((k.value for k in site.keywords if k.arg == "dtype"), None)
-    if dtype_arg is None and isinstance(site.func, ast.Attribute) and site.func.attr in ("to", "type") \
-            and len(site.args) == 1 and not site.keywords:
-        dtype_arg = site.args[0]
-    owner = enclosing_function(ctx, site)
-    if not isinstance(dtype_arg, ast.Name) or owner is None:
-        return False
-    cls_name, fn = owner
-    if not fn.name.startswith("_") or fn.name.startswith("__"):
-        return False  # a public function or method can be called from anywhere with anything
-    params = call_params(fn, is_method=cls_name is not None)
-    param = _parameter_behind(fn, dtype_arg, params)
-    if param is None:
-        return False
-    defaults = dict(zip([a.arg for a in (*fn.args.posonlyargs, *fn.args.args)][::-1], fn.args.defaults[::-1]))
-    defaults.update((a.arg, d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None)
-    default = defaults.get(param)
-    if default is not None and not _full_dtype(fn, default):
-        return False
-    calls = list(calls_of(ctx, cls_name, fn.name, inherited=True))
-    if not calls or calls_in_text(ctx.source, fn.name) > len(calls):
-        return False
-    positional = params.index(param) if param in params[:len(params) - len(fn.args.kwonlyargs)] else None
-    for caller, call in calls:
-        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-            return False
-        given = next((k.value for k in call.keywords if k.arg == param), None)
-        if given is None and positional is not None and positional < len(call.args):
-            given = call.args[positional]
-        if given is None and default is None or given is not None and not _full_dtype(caller, given):
-            return False
-    return True
-
-
-def _full_dtype(fn: ast.AST, node: ast.AST, depth: int = 0) -> bool:
-    """``torch.float32``/``torch.float64``, a choice between them, or a local assigned once from one."""
-    if isinstance(node, ast.Attribute):
-        return node.attr in _FULL_DTYPES and isinstance(node.value, ast.Name)
-    if isinstance(node, ast.IfExp):
-        return _full_dtype(fn, node.body, depth) and _full_dtype(fn, node.orelse, depth)
-    if isinstance(node, ast.Name) and depth < 3:
-        found = assigned_value(fn, node.id, node)
-        return found is not None and found[1] is None and found[0] is not None \
-            and _full_dtype(fn, found[0], depth + 1)
-    return False
-
-
 def enclosing_function(ctx: RuleContext, node: ast.AST) -> tuple[str | None, ast.FunctionDef] | None:
     """(class name or None, function) of the module-level function or method holding ``node``."""
     for fn_name, fn in ctx.model.functions.items():

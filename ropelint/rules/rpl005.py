@@ -4,7 +4,7 @@ import ast
 
 from ..diagnostics import FixPlan
 from .base import Rule, RuleContext, later_loads
-from .callsite import caller_dtype_fix, callers_choose_full, calls_of, enclosing_function
+from .callsite import caller_dtype_fix, calls_of, enclosing_function
 from .casts import float32_fix
 
 
@@ -19,8 +19,6 @@ class LowPrecisionPositions(Rule):
             if not pos.dtype.can_be_16bit:
                 continue
             for site in pos.sites:
-                if callers_choose_full(ctx, site):
-                    continue
                 message = (f"positions get a dtype that can be 16-bit here and reach {what} at line "
                            f"{ctx.line_of(used_at)}: bfloat16 cannot tell 256 from 257 (8184..8195 all become 8192)")
                 fix = float32_fix(ctx, site, "positions", scope)

@@ -16,7 +16,6 @@ from .base import (
     later_loads,
     spelled_as_tensor,
 )
-from .callsite import callers_choose_full
 from .casts import float32_fix, float32_or_callers_fix
 
 
@@ -28,7 +27,7 @@ class LowPrecisionInvFreq(Rule):
             val = built.val
             if not val.dtype.can_be_16bit or val.site is None or val.read is not None:
                 continue
-            if _only_stored_unread(ctx, built) or callers_choose_full(ctx, val.site):
+            if _only_stored_unread(ctx, built):
                 continue
             for base in val.earlier_sites:  # ``torch.tensor(theta, dtype=dtype)`` raised to the exponent's power
                 if _base_tensor(base):
