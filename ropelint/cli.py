@@ -31,7 +31,8 @@ def _selection_options(fn):  # type: ignore[no-untyped-def]
                      help="Read [tool.ropelint] from this pyproject.toml instead of the nearest one."),
         click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache."),
         click.option("--cache-dir", type=click.Path(path_type=Path), default=None,
-                     help="Cache folder (default: .ropelint_cache in the project root)."),
+                     help="Cache folder (default: .ropelint_cache next to the pyproject.toml that configures the run, else in "
+                          "the current folder)."),
         click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
                      help="Worker processes (default: available cores)."),
     ]
@@ -62,7 +63,10 @@ def _cache(settings, no_cache: bool, cache_dir: Path | None):  # type: ignore[no
         return None
     from .cache import Cache
 
-    return Cache(cache_dir or settings.root / ".ropelint_cache", settings.fingerprint())
+    # Next to the pyproject.toml that configures the run; without one, in the current folder (as ruff does), never
+    # inside the tree being checked.
+    base = settings.root if settings.source is not None else Path.cwd()
+    return Cache(cache_dir or base / ".ropelint_cache", settings.fingerprint())
 
 
 class _LazyGroup(click.Group):

@@ -138,3 +138,19 @@ def test_code_stamp_follows_the_package_sources(tmp_path: Path, monkeypatch):
     before = cache_module._code_stamp()
     (package / "rules.py").write_text("y = 2\n")
     assert cache_module._code_stamp() != before
+
+
+def test_without_a_configuration_the_cache_goes_to_the_current_folder(tmp_path: Path):
+    """Checking another folder that has no pyproject.toml must not write into it (a vendored tree, a read-only
+    checkout): the cache goes to the current folder, as ruff's does. With a configuration it sits next to it."""
+    checked = tmp_path / "checked"
+    checked.mkdir()
+    _tree(checked, 1)
+    here = tmp_path / "here"
+    here.mkdir()
+    _json(["check", "--format", "json", str(checked)], here)
+    assert not (checked / ".ropelint_cache").exists()
+    assert any((here / ".ropelint_cache").glob("*.json"))
+    (checked / "pyproject.toml").write_text("[tool.ropelint]\n")
+    _json(["check", "--format", "json", str(checked)], here)
+    assert any((checked / ".ropelint_cache").glob("*.json"))

@@ -203,10 +203,10 @@ def test_an_analysis_crash_is_reported_per_file_and_the_run_goes_on(tmp_path: Pa
 
     real = engine.analyse
 
-    def flaky(module, imports, spans):  # type: ignore[no-untyped-def]
+    def flaky(module, imports, spans, *rest):  # type: ignore[no-untyped-def]
         if "Broken" in spans.code:
             raise ValueError("boom")
-        return real(module, imports, spans)
+        return real(module, imports, spans, *rest)
 
     monkeypatch.setattr(engine, "analyse", flaky)
     odd = tmp_path / "odd.py"
