@@ -694,6 +694,10 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
               and _takes_activation_first(b.text(text))]
     if takers and _REGISTRY_CALL.search(text):
         takers += _registries_of(text, blocks, takers)
+    if takers:
+        # ``def gen_rotary_embedding(cfg): return LlamaRotaryEmbedding(...)``: a holder builds the taker through it.
+        takers += [f"{name}(".encode() for name, b in functions.items() if b.lines <= WRAPPER_MAX_LINES
+                   and any(re.search(rb"\breturn\s+" + re.escape(t), text[b.begin:b.end]) for t in takers)]
     # Functions that cast what they are handed to the ids (``cos.to(position_ids)`` in ``apply_rotary_pos_emb``).
     glue = tuple(f"{name}(" for name, b in functions.items() if takers and _takes_tables(b.text(text))
                  and _GLUE_CAST.search(b.text(text))) if takers else ()

@@ -3592,3 +3592,40 @@ def test_a_dtype_read_from_a_held_module_that_keeps_its_frequencies_float32():
                           "                self.inv_freq = 1.0 / (10000.0 ** (torch.arange(0, 32, 2).float() / 32))\n"
                           "                return self\n", 1)
     assert "_apply" in kept and not any(code == "RPL005" for _, code in _found(kept))
+
+
+def test_a_rotary_built_through_a_factory_function_is_held():
+    """llm-foundry: `self.rotary_emb = gen_rotary_embedding(cfg)` where the factory returns the rotary class; the
+    holder then calls `self.rotary_emb(input_ids, pos)`, handing the int64 token ids as the activation whose dtype
+    the tables take (held-out: 1.0)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=32, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, x, position_ids):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                freqs = position_ids[..., None].float() * inv_freq
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+
+
+        def gen_rotary_embedding(dim):
+            return Rotary(dim=dim)
+
+
+        class RotaryPositions(nn.Module):
+            def __init__(self, dim=32):
+                super().__init__()
+                self.rotary_emb = gen_rotary_embedding(dim)
+
+            def forward(self, input_ids, past_position=0):
+                pos = torch.arange(past_position, past_position + input_ids.shape[1])[None]
+                cos, sin = self.rotary_emb(input_ids, pos)
+                return {"cos": cos, "sin": sin}
+        '''
+    assert set(_found(source)) == {(27, "RPL001")}

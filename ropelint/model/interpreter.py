@@ -515,6 +515,10 @@ class Interpreter:
             for attr, made in list(info.submodules.items()):
                 if made.endswith("[]"):
                     self._registry_class(info, attr, made[:-2])
+                elif made in self.model.functions and made not in self.model.classes:
+                    built = _built_class(self.model.functions[made], self.model.classes)
+                    if built is not None:  # ``self.rotary_emb = gen_rotary_embedding(cfg)``: what that factory builds
+                        info.submodules[attr] = built
         for name, fn in self.model.functions.items():
             self.wrappers.update(self._wrapper_kind(name, fn))
         for info in self.model.classes.values() if "autocast" in self.spans.code else ():
@@ -3146,6 +3150,18 @@ def _element_classes(fn: FunctionNode) -> dict[str, tuple[str, ...]]:
                 if attr is not None and called:
                     out[attr] = called
     return out
+
+
+def _built_class(fn: FunctionNode, classes: dict[str, ClassInfo]) -> str | None:
+    """The one class of this file a factory function returns an instance of (``return RotaryEmbedding(...)`` on
+    every path that returns); None for a function that hands back anything else (a closure, a tensor)."""
+    made = {r.value.func.id for r in ast.walk(fn) if isinstance(r, ast.Return) and isinstance(r.value, ast.Call)
+            and isinstance(r.value.func, ast.Name)}
+    returns = [r for r in ast.walk(fn) if isinstance(r, ast.Return)]
+    if len(made) != 1 or not all(isinstance(r.value, ast.Call) for r in returns):
+        return None
+    name = next(iter(made))
+    return name if name in classes else None
 
 
 def _submodules(fn: FunctionNode) -> dict[str, str]:
