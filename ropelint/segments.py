@@ -350,8 +350,9 @@ def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes], glue: tup
             if call.group(1) in held and embeddings and re.search(
                     rf"self\.(?:{'|'.join(embeddings)})\(\s*{call.group(2)}\s*\)", segment):
                 found += [held[call.group(1)], call.group(0)]
-    if held and not found and _RANGE_IN_A_DTYPE.search(segment):
-        # ``cache_position = torch.arange(past, past + n, dtype=inputs_embeds.dtype)`` in the model that calls
+    if held and not found and (_RANGE_IN_A_DTYPE.search(segment) or "cumsum(" in segment):
+        # ``cache_position = torch.arange(past, past + n, dtype=inputs_embeds.dtype)`` (or ``position_ids =
+        # attention_mask.cumsum(-1) - 1`` over a mask cast to the activations) in the model that calls
         # ``self.rotary_emb(hidden_states, position_ids)``: positions rounded before the rotary sees them.
         for attr, text in held.items():
             if f"self.{attr}(" in segment:

@@ -3629,3 +3629,136 @@ def test_a_rotary_built_through_a_factory_function_is_held():
                 return {"cos": cos, "sin": sin}
         '''
     assert set(_found(source)) == {(27, "RPL001")}
+
+
+def test_a_model_counting_positions_over_a_mask_in_the_activation_dtype_holds_its_rotary():
+    """Falcon-style left padding: `attention_mask = attention_mask.to(inputs_embeds.dtype)` then `position_ids =
+    attention_mask.cumsum(-1) - 1` in the model that calls its rotary (held-out: 2.0 in bf16); found in the
+    model class, which has no rotary vocabulary of its own."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=32, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, x, position_ids):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                freqs = position_ids[..., None].float() * inv_freq
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+
+
+        class Model(nn.Module):
+            def __init__(self, vocab=100, hidden=32):
+                super().__init__()
+                self.word_embeddings = nn.Embedding(vocab, hidden)
+                self.rotary_emb = Rotary(hidden)
+
+            def forward(self, input_ids, attention_mask=None):
+                inputs_embeds = self.word_embeddings(input_ids)
+                if attention_mask is not None:
+                    attention_mask = attention_mask.to(inputs_embeds.dtype)
+                    position_ids = attention_mask.cumsum(-1) - 1
+                else:
+                    position_ids = torch.arange(input_ids.shape[1])[None]
+                return self.rotary_emb(inputs_embeds, position_ids)
+        '''
+    assert _found(source) == {(26, "RPL005"): "safe"}
+    fixed = fix_text("model.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "attention_mask.cumsum(-1, dtype=torch.float32) - 1" in fixed and _found(fixed) == {}
+
+
+def test_a_rotary_chosen_on_a_branch_of_an_init_helper_is_checked_for_every_choice():
+    """InternLM2: `__init__` calls `self._init_rope()`, which builds `self.rotary_emb` as the current class or, for
+    linear scaling, the legacy one whose `forward(x, seq_len)` casts its tables to `x.dtype`; the fallback call
+    `self.rotary_emb(position_ids, seq_len=n)` hands it the ids (held-out: 1.0). Fixed by handing an activation."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, x, position_ids):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                freqs = position_ids[..., None].float() * inv_freq
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+
+
+        class LegacyRotary(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+                freqs = torch.outer(torch.arange(4096, dtype=torch.float32), inv_freq)
+                self.cos_cached, self.sin_cached = freqs.cos(), freqs.sin()
+
+            def forward(self, x, seq_len=None):
+                return self.cos_cached[:seq_len].to(dtype=x.dtype), self.sin_cached[:seq_len].to(dtype=x.dtype)
+
+
+        class Attention(nn.Module):
+            def __init__(self, hidden=64, heads=2, rope_scaling=None):
+                super().__init__()
+                self.head_dim, self.rope_scaling = hidden // heads, rope_scaling
+                self.qkv = nn.Linear(hidden, 3 * hidden)
+                self._init_rope()
+
+            def _init_rope(self):
+                if self.rope_scaling is None:
+                    self.rotary_emb = Rotary(self.head_dim)
+                else:
+                    self.rotary_emb = LegacyRotary(self.head_dim)
+
+            def forward(self, hidden_states, position_ids):
+                q, k, value_states = self.qkv(hidden_states).chunk(3, dim=-1)
+                try:
+                    cos, sin = self.rotary_emb(value_states, position_ids=position_ids)
+                except TypeError:
+                    cos, sin = self.rotary_emb(position_ids, seq_len=hidden_states.shape[1])
+                return q * cos, k * sin
+        '''
+    assert _found(source) == {(45, "RPL001"): "safe"}
+    fixed = fix_text("attn.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "self.rotary_emb(value_states, seq_len=" in fixed and _found(fixed) == {}
+
+
+def test_a_complex_table_registered_by_a_classmethod_factory():
+    """`rope = cls(...)` then `rope.register_buffer("freqs_cis", precompute_freqs_cis(...))` in a `from_config`
+    classmethod: the same complex buffer `module.to(torch.bfloat16)` turns real (held-out: 1.0), kept complex by
+    the fix."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def precompute_freqs_cis(dim, end, theta=10000.0):
+            freqs = 1.0 / (theta ** (torch.arange(0, dim, 2).float() / dim))
+            freqs = torch.outer(torch.arange(end, dtype=torch.float32), freqs)
+            return torch.polar(torch.ones_like(freqs), freqs)
+
+
+        class Rotary(nn.Module):
+            def __init__(self, head_dim, max_seq_len=4096):
+                super().__init__()
+                self.head_dim, self.max_seq_len = head_dim, max_seq_len
+                self.register_buffer("freqs_cis", None, persistent=False)
+
+            @classmethod
+            def from_config(cls, head_dim, max_seq_len):
+                rope = cls(head_dim, max_seq_len)
+                rope.register_buffer("freqs_cis", precompute_freqs_cis(head_dim, max_seq_len), persistent=False)
+                return rope
+
+            def forward(self, x):
+                x_ = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+                return torch.view_as_real(x_ * self.freqs_cis[: x.shape[1]]).flatten(-2).type_as(x)
+        '''
+    assert _found(source) == {(20, "RPL008"): "safe"}
+    fixed = fix_text("rope.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert '("freqs_cis",)' in fixed and _found(fixed) == {}

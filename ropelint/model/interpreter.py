@@ -126,6 +126,8 @@ class ClassInfo:
     dynamic_buffer: tuple[ast.Call, bool, Scope] | None = None
     # ``self.rotaries = nn.ModuleList(LayerRope(...) for ...)``: attribute name -> the names called inside
     elements: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # ``self.rotary_emb = A(...)`` on one branch and ``B(...)`` on another: attribute name -> every name called
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # ``self._tables[n] = (cos, sin)``: what a dict (or list) held in ``self.<name>`` stores, and its items
     entries: dict[str, tuple[Val, tuple[Val, ...] | None]] = field(default_factory=dict)
 
@@ -567,6 +569,25 @@ class Interpreter:
                 if stmt.name == "__init__":  # where submodules are built; walking every method costs too much
                     info.submodules.update(_submodules(stmt))
                     info.elements.update(_element_classes(stmt))
+        init = info.methods.get("__init__")
+        builders = [init] if init is not None else []
+        if init is None:
+            # ``__init__`` pruned away as plain: kept methods that build submodules (``_init_rope``) say what they are.
+            for name, method in info.methods.items():
+                if name not in ("forward", "__call__"):
+                    for attr, made in _submodules(method).items():
+                        info.submodules.setdefault(attr, made)
+                    builders.append(method)
+        for called in _self_calls(init) if init is not None else ():
+            # ``self._init_rope()`` in ``__init__``: the method that builds ``self.rotary_emb``.
+            if called in info.methods and called != "__init__":
+                builders.append(info.methods[called])
+                for attr, made in _submodules(info.methods[called]).items():
+                    info.submodules.setdefault(attr, made)
+        for fn in builders:
+            for attr, names in _submodule_choices(fn).items():
+                if len(names) > 1:
+                    info.choices[attr] = tuple(dict.fromkeys((*info.choices.get(attr, ()), *names)))
         self.model.classes[info.name] = info
 
     def _registry_class(self, info: ClassInfo, attr: str, registry: str) -> None:
@@ -1600,6 +1621,29 @@ class Interpreter:
                 return self._method_summary(owner, func.attr)
         return None
 
+    def _own_instance(self, name: str, frame: Frame) -> bool:
+        """``rope = cls(...)`` (or ``RotaryEmbedding(...)``) assigned once in a method of that class: a classmethod
+        factory registering state on the instance it builds (``rope.register_buffer("freqs_cis", ...)``)."""
+        if frame.cls is None or frame.scope.node is None:
+            return False
+        values = _assigned_values(frame.scope.node, name)
+        return len(values) == 1 and isinstance(values[0], ast.Call) and isinstance(values[0].func, ast.Name) \
+            and values[0].func.id in ("cls", frame.cls.name)
+
+    def _other_choices(self, func: ast.expr, frame: Frame) -> list[Summary]:
+        """Entry-method summaries of the other classes ``self.<attr>`` may hold (built on another branch)."""
+        if frame.cls is None or not (isinstance(func, ast.Attribute) and _self_attr(func) is not None):
+            return []
+        choices = next((c.choices[func.attr] for c in self._mro(frame.cls) if func.attr in c.choices), ())
+        main = held_class(self.model.classes, frame.cls, func.attr)
+        out = []
+        for name in choices:
+            info = self.model.classes.get(name)
+            entry = self._entry_method(info) if info is not None and info is not main and info is not frame.cls else None
+            if entry is not None and f"{name}.{entry}" not in self.in_progress:
+                out.append(self._method_summary(info, entry))  # type: ignore[arg-type]
+        return out
+
     def _element_class(self, cls: ClassInfo, attr: str) -> ClassInfo | None:
         """The class of this file whose modules ``self.<attr>`` (a ``ModuleList``/``ModuleDict``) holds."""
         names = next((c.elements[attr] for c in in_file_mro(self.model.classes, cls) if attr in c.elements), ())
@@ -1718,6 +1762,12 @@ class Interpreter:
             bound.update({k: self._eval(v, frame) for k, v in kw.items()})
             summary = self._specialize(node, summary, bound, frame)
             self._check_helper_trig(node, summary, bound, frame)
+            for other in self._other_choices(func, frame):
+                # ``self.rotary_emb(position_ids, seq_len=n)`` where ``self.rotary_emb`` is another class on some
+                # configurations: that class's casts are checked against this call too.
+                alt_bound = dict(zip(other.params, vals))
+                alt_bound.update({k: self._eval(v, frame) for k, v in kw.items()})
+                self._check_helper_trig(node, other, alt_bound, frame)
             chosen = bound.get(summary.returns.dtype_param) if summary.returns.dtype_param else None
             if chosen is None and summary.returns.dtype_param in summary.float32_defaults \
                     and not any(isinstance(a, ast.Starred) for a in node.args) \
@@ -1782,7 +1832,8 @@ class Interpreter:
         if isinstance(func, ast.Attribute):
             receiver_node = func.value
             method = func.attr
-            if isinstance(receiver_node, ast.Name) and receiver_node.id == "self" and method == "register_buffer":
+            if isinstance(receiver_node, ast.Name) and method == "register_buffer" \
+                    and (receiver_node.id == "self" or self._own_instance(receiver_node.id, frame)):
                 return self._register_buffer(node, pos, kw, frame)
             if isinstance(receiver_node, ast.Name) and receiver_node.id == "self" and method == "register_parameter":
                 return self._register_parameter(node, pos, kw, frame)
@@ -3150,6 +3201,29 @@ def _element_classes(fn: FunctionNode) -> dict[str, tuple[str, ...]]:
                 if attr is not None and called:
                     out[attr] = called
     return out
+
+
+def _submodule_choices(fn: FunctionNode) -> dict[str, list[str]]:
+    """Every name ``fn`` calls to build each ``self.<attr>`` (``if scaling is None: self.rotary_emb = A(...)``
+    ``else: self.rotary_emb = B(...)``), in statement order."""
+    out: dict[str, list[str]] = {}
+    todo = list(reversed(fn.body))
+    while todo:
+        node = todo.pop()
+        for name in ("handlers", "finalbody", "orelse", "body"):
+            todo.extend(reversed(getattr(node, name, ())))
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name):
+            for target in node.targets:
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                    out.setdefault(target.attr, []).append(node.value.func.id)
+    return out
+
+
+def _self_calls(fn: FunctionNode) -> list[str]:
+    """Methods ``fn`` calls on ``self`` as statements of its own body (``self._init_rope()``)."""
+    return [stmt.value.func.attr for stmt in fn.body if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Attribute) and isinstance(stmt.value.func.value, ast.Name)
+            and stmt.value.func.value.id == "self"]
 
 
 def _built_class(fn: FunctionNode, classes: dict[str, ClassInfo]) -> str | None:
