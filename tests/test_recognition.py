@@ -3762,3 +3762,156 @@ def test_a_complex_table_registered_by_a_classmethod_factory():
     assert _found(source) == {(20, "RPL008"): "safe"}
     fixed = fix_text("rope.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert '("freqs_cis",)' in fixed and _found(fixed) == {}
+
+
+def test_dtypes_spelled_through_autocast_getattr_and_as_tensor():
+    """Round 35's spellings: `torch.get_autocast_dtype(...)` is 16-bit (a phase cast to it before cos/sin: 1.90);
+    `getattr(config, "torch_dtype", None) or torch.float16` reads the attribute and its 16-bit fallback (1.95);
+    `torch.as_tensor(self.inv_freq, dtype=position_ids.dtype)` copies the frequencies into int64 (2.0), while an
+    explicit `torch.tensor(freq, dtype=torch.int32)` of a category named `freq` is a choice (TimesFM)."""
+    autocast = '''\
+        import torch
+
+
+        def _amp_dtype(x):
+            if torch.is_autocast_enabled("cpu"):
+                return torch.get_autocast_dtype("cpu")
+            return None
+
+
+        def tables(x, dim=32, base=10000.0):
+            table_dtype = _amp_dtype(x) or torch.float32
+            inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            freqs = torch.outer(torch.arange(x.shape[-2], dtype=torch.float32), inv_freq)
+            emb = torch.cat((freqs, freqs), dim=-1).to(table_dtype)
+            return emb.cos(), emb.sin()
+        '''
+    assert _found(autocast) == {(14, "RPL007"): "safe"}
+    config = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, config, dim=32, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+                self._cache_dtype = getattr(config, "torch_dtype", None) or torch.float16
+
+            def forward(self, seq_len):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                freqs = torch.outer(torch.arange(seq_len, dtype=torch.float32), inv_freq)
+                emb = torch.cat((freqs, freqs), dim=-1).to(self._cache_dtype)
+                return emb.cos(), emb.sin()
+        '''
+    assert _found(config) == {(14, "RPL007"): "safe"}
+    copied = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=32, base=10000.0):
+                super().__init__()
+                self.inv_freq = tuple(1.0 / base ** (i / dim) for i in range(0, dim, 2))
+
+            def forward(self, x, position_ids):
+                inv_freq = torch.as_tensor(self.inv_freq, dtype=position_ids.dtype, device=position_ids.device)
+                freqs = position_ids[..., None].float() * inv_freq
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+
+
+        def batch(freq, n):
+            return torch.tensor(freq[:n], dtype=torch.int32).reshape(-1, 1)
+        '''
+    assert _found(copied) == {(11, "RPL006"): "safe"}
+    fixed = fix_text("rope.py", textwrap.dedent(copied), ALL, unsafe=False).fixed
+    assert "torch.as_tensor(self.inv_freq, dtype=torch.float32, device=position_ids.device)" in fixed
+
+
+def test_positions_in_a_buffer_like_the_queries_and_in_a_bound_arange():
+    """`pos = torch.zeros_like(q[:, 0, 0])` filled by `pos.index_copy_(0, idx, torch.arange(n, dtype=pos.dtype))`
+    holds positions in the queries' dtype (held-out varlen: 1.79); the fix gives the buffer a float32 dtype (it
+    used to write `torch.float()`). `arange = functools.partial(torch.arange, dtype=dtype)` with `dtype =
+    next(self.parameters()).dtype` (the layers' weights) builds them in the module's dtype (1.94)."""
+    packed = '''\
+        import torch
+        from torch import nn
+
+
+        class VarlenRotary(nn.Module):
+            def __init__(self, dim=32, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def positions(self, q, cu_seqlens):
+                pos = torch.zeros_like(q[:, 0, 0])
+                bounds = cu_seqlens.tolist()
+                for start, end in zip(bounds[:-1], bounds[1:]):
+                    idx = torch.arange(start, end, device=q.device)
+                    pos.index_copy_(0, idx, torch.arange(end - start, dtype=pos.dtype, device=q.device))
+                return pos
+
+            def forward(self, q, cu_seqlens):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                freqs = self.positions(q, cu_seqlens).float()[:, None] * inv_freq[None, :]
+                return freqs.cos(), freqs.sin()
+        '''
+    assert _found(packed) == {(11, "RPL005"): "safe"}
+    fixed = fix_text("rope.py", textwrap.dedent(packed), ALL, unsafe=False).fixed
+    assert "pos = torch.zeros_like(q[:, 0, 0], dtype=torch.float32)" in fixed and _found(fixed) == {}
+    bound = '''\
+        import functools
+
+        import torch
+        from torch import nn
+
+
+        class RotaryQK(nn.Module):
+            def __init__(self, n_embd=64, head_dim=16, base=10000.0):
+                super().__init__()
+                self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+                self._inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2).float() / head_dim))
+
+            def rotary_cos_sin(self, T, pos_offset, x):
+                dtype = next(self.parameters()).dtype
+                arange = functools.partial(torch.arange, dtype=dtype, device=x.device)
+                t = arange(pos_offset, pos_offset + T)
+                freqs = t[:, None] * self._inv_freq.to(x.device)[None, :]
+                return freqs.cos(), freqs.sin()
+        '''
+    assert _found(bound) == {(16, "RPL005"): "safe"}
+    fixed = fix_text("rope.py", textwrap.dedent(bound), ALL, unsafe=False).fixed
+    assert "functools.partial(torch.arange, dtype=torch.float32, device=x.device)" in fixed and _found(fixed) == {}
+
+
+def test_a_cache_key_is_not_the_activation_the_callers_cast_to():
+    """SAM 2: `key = (end_x, end_y, str(device))` before `self._cache[key] = compute_axial_cos_sin(...)`; the
+    boundary fix once cast the tables to `key.dtype` (a tuple: AttributeError in every call)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def compute_axial_cos_sin(dim, end_x, end_y, theta=10000.0, device=None):
+            freqs = 1.0 / (theta ** (torch.arange(0, dim, 4, device=device)[: dim // 4].float() / dim))
+            t = torch.arange(end_x * end_y, dtype=torch.float32, device=device)
+            t_x = (t % end_x).long()
+            angles = torch.outer(t_x.float(), freqs)
+            return angles.cos().type_as(t_x), angles.sin().type_as(t_x)
+
+
+        class AxialRoPE(nn.Module):
+            def __init__(self, head_dim=64):
+                super().__init__()
+                self.head_dim = head_dim
+                self._cache = {}
+
+            def compute_cos_sin(self, end_x, end_y, device=None):
+                key = (end_x, end_y, str(device))
+                if key not in self._cache:
+                    self._cache[key] = compute_axial_cos_sin(self.head_dim, end_x, end_y, device=device)
+                return self._cache[key]
+        '''
+    fixed = fix_text("rope.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "key.dtype" not in fixed and "angles.cos().to(t_x.device)" in fixed

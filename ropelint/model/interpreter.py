@@ -251,6 +251,8 @@ class Frame:
     int_buffer_writes: list[tuple[str, ast.Call]] = field(default_factory=list)
     # ``phase = lambda p, w: p[:, None] @ w[None]`` in this function: evaluated at each call with its arguments.
     lambdas: dict[str, ast.Lambda] = field(default_factory=dict)
+    # ``arange = functools.partial(torch.arange, dtype=dtype)``: local name -> the ``partial(...)`` call
+    partials: dict[str, ast.Call] = field(default_factory=dict)
     # ``for name, fn in zip(names, (torch.cos, torch.sin))``: loop names bound to cos/sin themselves.
     trig_names: set[str] = field(default_factory=set)
     # ``for i, rope in enumerate(self.rotaries)``: loop names bound to modules of a class of this file.
@@ -888,6 +890,12 @@ class Interpreter:
                         frame.lambdas[target.id] = stmt.value
                     else:
                         frame.lambdas.pop(target.id, None)
+            for target in stmt.targets if frame.partials or self._is_partial(stmt.value) else ():
+                if isinstance(target, ast.Name):
+                    if self._is_partial(stmt.value):
+                        frame.partials[target.id] = stmt.value  # type: ignore[assignment]
+                    else:
+                        frame.partials.pop(target.id, None)
             val = self._eval(stmt.value, frame)
             items = self._items_of(stmt.value, frame)
             for target in stmt.targets:
@@ -976,7 +984,7 @@ class Interpreter:
                                 tuple(dict.fromkeys((*own, *frame.scope.params))), frame.scope.activation,
                                 frame.scope.top)
             inner = Frame(dict(frame.env), dict(frame.items), inner_scope, frame.cls, list(frame.guards),
-                          nested=dict(frame.nested), lambdas=dict(frame.lambdas))
+                          nested=dict(frame.nested), lambdas=dict(frame.lambdas), partials=dict(frame.partials))
             for dec in stmt.decorator_list:
                 guard = self._guard_for(dec, stmt, inner_scope)
                 if guard:
@@ -1621,6 +1629,13 @@ class Interpreter:
                 return self._method_summary(owner, func.attr)
         return None
 
+    def _is_partial(self, value: ast.expr) -> bool:
+        """``functools.partial(torch.arange, ...)`` (or ``partial(...)`` imported from functools) of a torch
+        function."""
+        return isinstance(value, ast.Call) and bool(value.args) \
+            and (qualname(value.func, self.imports) or "") == "functools.partial" \
+            and (qualname(value.args[0], self.imports) or "").startswith("torch.")
+
     def _own_instance(self, name: str, frame: Frame) -> bool:
         """``rope = cls(...)`` (or ``RotaryEmbedding(...)``) assigned once in a method of that class: a classmethod
         factory registering state on the instance it builds (``rope.register_buffer("freqs_cis", ...)``)."""
@@ -1751,6 +1766,16 @@ class Interpreter:
             inlined = self._inlined_range(node, func.id)
             if inlined is not None:
                 return self._call(inlined, frame)
+        if isinstance(func, ast.Name) and func.id in frame.partials:
+            # ``arange(start, stop)`` with ``arange = functools.partial(torch.arange, dtype=dtype)``: the function
+            # with the bound arguments first (a call's keywords override the bound ones, as in ``partial``).
+            if id(node) not in self._unwrapped:
+                bound = frame.partials[func.id]
+                given = {k.arg for k in node.keywords}
+                self._unwrapped[id(node)] = ast.copy_location(ast.Call(
+                    func=bound.args[0], args=[*bound.args[1:], *node.args],
+                    keywords=[*(k for k in bound.keywords if k.arg not in given), *node.keywords]), node)
+            return self._call(self._unwrapped[id(node)], frame)
         lam = func if isinstance(func, ast.Lambda) else \
             frame.lambdas.get(func.id) if isinstance(func, ast.Name) else None
         if lam is not None:
@@ -1847,6 +1872,13 @@ class Interpreter:
                 frame.env[receiver_node.id] = got if receiver == UNKNOWN else join(receiver, got)
                 frame.items.pop(receiver_node.id, None)
                 return UNKNOWN
+            if method in ("index_copy_", "copy_") and pos and isinstance(receiver_node, ast.Name) \
+                    and receiver_node.id in frame.env and not receiver.roles:
+                # ``pos = torch.zeros_like(q[:, 0, 0])`` then ``pos.index_copy_(0, idx, torch.arange(n, ...))``: the
+                # buffer holds positions now, in its own dtype.
+                src = self._eval(pos[-1], frame)
+                if src.roles & {Role.POSITIONS, Role.ARANGE}:
+                    frame.env[receiver_node.id] = receiver.evolve(roles=src.roles & {Role.POSITIONS, Role.ARANGE})
             return self._method(node, method, receiver, pos, kw, frame)
         arguments = [self._eval(a, frame) for a in (*pos, *kw.values())]
         if isinstance(func, ast.Name) and func.id == "next" and pos:
@@ -2174,6 +2206,10 @@ class Interpreter:
             for name, entry in cls.state.items():
                 if entry.ref.kind is kind and "{}" not in name:
                     return self._state_read(name, node, frame)
+        if kind is StateKind.PARAMETER and any(c.submodules for c in self._mro(frame.cls)):
+            # ``next(self.parameters())`` of a module whose parameters are its layers' (``self.c_attn =
+            # nn.Linear(...)``): float weights, in the dtype module casts set.
+            return Val(frozenset(), Dt.RUNTIME, site=node)
         return None
 
     def _state_roles(self, name: str) -> frozenset[Role]:
@@ -2260,6 +2296,13 @@ class Interpreter:
             if "{}" in name:
                 return self._state_read_template(name, node, frame)
             return self._state_read(name, node, frame)
+        if qn == "getattr" and len(pos) >= 2 and string_value(pos[1]) is not None \
+                and string_value(pos[1]).isidentifier():  # type: ignore[union-attr]
+            # ``getattr(config, "torch_dtype", None)``: the attribute, when the object has it.
+            attribute = ast.copy_location(ast.Attribute(value=pos[0], attr=string_value(pos[1]), ctx=ast.Load()), node)
+            found = self._attribute(attribute, frame)
+            default = self._eval(pos[2], frame) if len(pos) > 2 else UNKNOWN
+            return found if default is UNKNOWN or not default.roles else join(found, default)
         if tail in ("Buffer", "Parameter") and not numpy:
             return self._eval(pos[0], frame) if pos else UNKNOWN
         vals = [self._eval(a, frame) for a in pos]
@@ -2350,6 +2393,11 @@ class Interpreter:
         if tail in ("from_numpy", "as_tensor", "tensor") and vals:
             inner = vals[0]
             dt = kvals.get("dtype")
+            if dt is not None and dt.has(Role.DTYPE) and inner.roles & {Role.INV_FREQ, Role.PHASE, Role.TABLE} \
+                    and dt.dtype is Dt.INT and isinstance(kw["dtype"], ast.Attribute) and kw["dtype"].attr == "dtype":
+                # ``torch.as_tensor(self.inv_freq, dtype=position_ids.dtype)``: a copy in another tensor's integer
+                # dtype (an explicit ``dtype=torch.int32`` is a choice: TimesFM's ``freq`` is a category, not a rate).
+                self.model.casts.append(Cast(node, "as_tensor", inner, dt, kw["dtype"], frame.scope))
             if dt is not None and dt.has(Role.DTYPE):
                 return inner.evolve(dtype=dt.dtype, site=node if dt.dtype.can_be_16bit else None)
             if tail == "from_numpy" or inner.dtype is Dt.FULL:
@@ -2357,6 +2405,8 @@ class Interpreter:
             return inner
         if tail == "get_default_dtype":
             return dtype_val(Dt.RUNTIME, site=node)
+        if tail in ("get_autocast_dtype", "get_autocast_gpu_dtype", "get_autocast_cpu_dtype"):
+            return dtype_val(Dt.LOW, site=node)  # what autocast computes in: bfloat16 or float16
         if tail in ("LongTensor", "IntTensor") and not numpy:
             return Val(frozenset(), Dt.INT, site=node)  # ``torch.LongTensor(list(range(n)))``: int64 positions
         if tail in ("ones_like", "zeros_like", "empty_like", "full_like") and vals and "dtype" not in kvals \
@@ -2368,6 +2418,9 @@ class Interpreter:
             if dt is not None and dt.has(Role.DTYPE) and dt.dtype is Dt.INT:
                 # ``torch.full((b,), offset, dtype=torch.long)``: integers (a buffer of them stays integer)
                 return Val(frozenset(), Dt.INT, site=node)
+            if tail.endswith("_like") and dt is None and vals and vals[0].has(Role.ACTIVATION):
+                # ``torch.zeros_like(q[:, 0, 0])``: a buffer in the activations' dtype.
+                return Val(frozenset(), Dt.RUNTIME, site=node)
             return UNKNOWN
         if tail in SHAPE_METHODS and vals:
             return vals[0].evolve(last_is_one=False, second_last_is_one=False, vector=False)

@@ -88,7 +88,7 @@ def _activation_before(caller: ast.AST, call: ast.Call) -> str | None:
     call, else its activation parameter."""
     made: list[str] = []
     for stmt in getattr(caller, "body", []):
-        if isinstance(stmt, ast.Assign) and stmt.lineno < call.lineno:
+        if isinstance(stmt, ast.Assign) and stmt.lineno < call.lineno and not _not_a_tensor(stmt.value):
             for target in stmt.targets:
                 for node in target.elts if isinstance(target, ast.Tuple) else [target]:
                     if isinstance(node, ast.Name) and (node.id in _PREFERRED or ACTIVATION_PARAMS.match(node.id)):
@@ -103,6 +103,13 @@ def _activation_before(caller: ast.AST, call: ast.Call) -> str | None:
     defaults = dict(zip(reversed([a.arg for a in caller.args.args]), reversed(caller.args.defaults)))
     return next((p for p in call_params(caller, is_method=True) if ACTIVATION_PARAMS.match(p)
                  and not (p in defaults and is_none(defaults[p]))), None)
+
+
+def _not_a_tensor(value: ast.AST) -> bool:
+    """``key = (end_x, end_y, str(device))``: a cache key, a literal or a string, whatever its name says."""
+    return isinstance(value, (ast.Tuple, ast.List, ast.Dict, ast.Set, ast.Constant, ast.JoinedStr)) \
+        or (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+            and value.func.id in ("str", "int", "float", "tuple", "list", "dict", "len", "hash", "repr"))
 
 
 def _symbol(ctx: RuleContext, fn: ast.AST) -> str:

@@ -37,7 +37,9 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
     # ``mask.cumsum(-1)`` / ``torch.cumsum(mask, -1)``: counted in the mask's dtype, which ``dtype=`` replaces (a
     # ``.float()`` afterwards would widen counts already rounded).
     built_by_method = isinstance(site.func, ast.Attribute) and site.func.attr in ("new_tensor", "cumsum")
-    if built_by_method or (qn.rsplit(".", 1)[-1] in ("arange", "linspace", "tensor", "as_tensor", "full", "cumsum")
+    if built_by_method or (qn.rsplit(".", 1)[-1] in ("arange", "linspace", "tensor", "as_tensor", "full", "cumsum",
+                                                     "zeros", "ones", "empty", "zeros_like", "ones_like",
+                                                     "empty_like", "full_like")
                            and qn.startswith("torch")):
         torch, imports = ctx.torch_name()
         for kw in site.keywords:
@@ -47,6 +49,8 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
         return _plan(ctx, site, None, scope, what, f"build the {what} in float32",
                      (Replace(site, append_keyword(ctx, site, f"dtype={torch}.float32")), *imports))
     receiver = cast_receiver(site)
+    if receiver is not None and (qualname(receiver, ctx.imports) or "").split(".")[0] in ("torch", "numpy"):
+        return None  # a library function (``torch.something(...)``), not a cast of a tensor
     if receiver is not None:
         text = ctx.code(receiver)
         args = site.args[1:] if site.args and receiver is site.args[0] else site.args  # unbound: t is args[0]

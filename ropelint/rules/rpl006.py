@@ -69,6 +69,14 @@ class LowPrecisionInvFreq(Rule):
                                                                                   f"dtype={torch}.float32")),
                                                 *imports)))
                 continue
+            if cast.method == "as_tensor" and cast.target.dtype is Dt.INT and cast.target_expr is not None:
+                torch, imports = ctx.torch_name()
+                ctx.report(self.code, cast.node,
+                           f"inverse frequencies made a tensor in `{ctx.code(cast.target_expr)}`, an integer dtype: "
+                           f"every frequency below 1 truncates to 0, so all but the first pair stop rotating",
+                           cast.scope, FixPlan("safe", f"make the tensor `{torch}.float32`",
+                                               (Replace(cast.target_expr, f"{torch}.float32"), *imports)))
+                continue
             tensor = cast.target_expr
             if cast.method == "to" and isinstance(tensor, ast.Name) and cast.node.args and cast.node.args[0] is tensor \
                     and POSITION_NAMES.match(tensor.id) and cast.target.dtype in (Dt.RUNTIME, Dt.UNKNOWN) \
