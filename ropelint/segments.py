@@ -553,8 +553,10 @@ def _with_small_helpers(text: bytes, blocks: list[_Block],
     searched = b"".join(text[begin:end] for begin, end, _ in kept)
     while searched and small:
         # One pass over the text for all the names (a search per name cost more than the parse saves).
-        calls = re.compile(rb"(?<![\w.])(" + b"|".join(re.escape(b.name.encode()) for b in small) + rb")\(")
-        names = {m.group(1).decode() for m in calls.finditer(searched)}
+        # Called, or mapped (``vmap(vmap(_angles, in_dims=...))`` runs ``_angles``).
+        calls = re.compile(rb"(?<![\w.])(" + b"|".join(re.escape(b.name.encode()) for b in small) + rb")\("
+                           rb"|vmap\(\s*(" + b"|".join(re.escape(b.name.encode()) for b in small) + rb")\b")
+        names = {(m.group(1) or m.group(2)).decode() for m in calls.finditer(searched)}
         found = [b for b in small if b.name in names]
         small = [b for b in small if b.name not in names]
         added.extend((b.begin, b.end, b.line) for b in found)

@@ -3915,3 +3915,62 @@ def test_a_cache_key_is_not_the_activation_the_callers_cast_to():
         '''
     fixed = fix_text("rope.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "key.dtype" not in fixed and "angles.cos().to(t_x.device)" in fixed
+
+
+def test_a_function_vmapped_in_init_and_ids_fetched_through_getattr():
+    """`self._batched_angles = vmap(vmap(_angles, ...), ...)` in `__init__`, called with timestamps cast to the
+    activation dtype (held-out: 1.94): the positions reach `_angles`'s phase, and the float32 cast is safe
+    because they go nowhere else. An adapter whose `__getattr__` fetches `position_ids` from a wrapped BERT
+    embeddings module (an int64 `torch.arange` buffer) casts its tables to an integer dtype (1.0)."""
+    vmapped = '''\
+        import math
+
+        import torch
+        from torch import nn
+        from torch.func import vmap
+
+
+        def _angles(t, inv_freq):
+            return t * inv_freq
+
+
+        class ContinuousRotary(nn.Module):
+            def __init__(self, dim=32, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+                self._batched_angles = vmap(vmap(_angles, in_dims=(0, None)), in_dims=(0, None))
+
+            def inv_freq(self, device=None):
+                idx = torch.arange(0, self.dim, 2, device=device, dtype=torch.float32)
+                return torch.exp(idx * (-math.log(self.base) / self.dim))
+
+            def forward(self, x, timestamps):
+                t = timestamps.to(x.dtype)
+                theta = self._batched_angles(t, self.inv_freq(timestamps.device))
+                return theta.cos(), theta.sin()
+        '''
+    assert _found(vmapped) == {(23, "RPL005"): "safe"}
+    delegated = '''\
+        import torch
+        from torch import nn
+
+
+        class RotaryAdapter(nn.Module):
+            def __init__(self, embeddings, dim=32, base=10000.0):
+                super().__init__()
+                self.embeddings, self.dim, self.base = embeddings, dim, base
+
+            def __getattr__(self, name):
+                try:
+                    return super().__getattr__(name)
+                except AttributeError:
+                    return getattr(self.embeddings, name)
+
+            def rotary(self, seq_length):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                pos = self.position_ids[:, :seq_length].float()
+                emb = pos[..., None] * inv_freq
+                return emb.cos().type_as(self.position_ids), emb.sin().type_as(self.position_ids)
+        '''
+    assert set(_found(delegated)) == {(20, "RPL001")}
+    assert _found(delegated.replace("def __getattr__", "def _fetch")) == {}

@@ -128,6 +128,8 @@ class ClassInfo:
     elements: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # ``self.rotary_emb = A(...)`` on one branch and ``B(...)`` on another: attribute name -> every name called
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # ``self._batched = vmap(vmap(_angles, ...), ...)``: attribute name -> the function it maps (``_angles``)
+    vmapped: dict[str, ast.expr] = field(default_factory=dict)
     # ``self._tables[n] = (cos, sin)``: what a dict (or list) held in ``self.<name>`` stores, and its items
     entries: dict[str, tuple[Val, tuple[Val, ...] | None]] = field(default_factory=dict)
 
@@ -587,6 +589,13 @@ class Interpreter:
                 for attr, made in _submodules(info.methods[called]).items():
                     info.submodules.setdefault(attr, made)
         for fn in builders:
+            for stmt in fn.body:
+                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _self_attr(stmt.targets[0]) \
+                        and isinstance(stmt.value, ast.Call) and _is_vmap(qualname(stmt.value.func, self.imports)):
+                    inner: ast.expr = stmt.value
+                    while isinstance(inner, ast.Call) and _is_vmap(qualname(inner.func, self.imports)) and inner.args:
+                        inner = inner.args[0]
+                    info.vmapped[_self_attr(stmt.targets[0])] = inner  # type: ignore[index]
             for attr, names in _submodule_choices(fn).items():
                 if len(names) > 1:
                     info.choices[attr] = tuple(dict.fromkeys((*info.choices.get(attr, ()), *names)))
@@ -1539,6 +1548,10 @@ class Interpreter:
             if SCALAR_PARAMS.search(attr) or attr in ("dim", "base"):
                 return Val(frozenset({Role.SCALAR}))
             entry = self._dynamic_state(frame.cls, attr)
+            if entry is None and INT_BY_NAME.match(attr) and "__getattr__" in frame.cls.methods:
+                # ``self.position_ids`` that ``__getattr__`` fetches from a wrapped embeddings module: its
+                # ``register_buffer("position_ids", torch.arange(n))``, int64 like every ``*_ids`` buffer.
+                return Val(self._named(attr).roles, Dt.INT, site=node)
             if entry is None:
                 return self._named(attr)
         ref = entry.ref
@@ -1754,6 +1767,14 @@ class Interpreter:
                 self._unwrapped[id(node)] = ast.copy_location(
                     ast.Call(func=func.args[0], args=node.args, keywords=node.keywords), node)
             return self._call(self._unwrapped[id(node)], frame)
+        if isinstance(func, ast.Attribute) and frame.cls is not None and _self_attr(func) is not None:
+            mapped = next((c.vmapped[func.attr] for c in self._mro(frame.cls) if func.attr in c.vmapped), None)
+            if mapped is not None:
+                # ``self._batched_angles(t, inv_freq)`` with ``__init__`` building it as ``vmap(vmap(_angles))``.
+                if id(node) not in self._unwrapped:
+                    self._unwrapped[id(node)] = ast.copy_location(
+                        ast.Call(func=mapped, args=node.args, keywords=node.keywords), node)
+                return self._call(self._unwrapped[id(node)], frame)
         pos = [a for a in node.args if not isinstance(a, ast.Starred)]
         kw = {k.arg: k.value for k in node.keywords if k.arg is not None}
         for k in node.keywords:

@@ -439,6 +439,10 @@ def _phase_slots(ctx: RuleContext, call: ast.Call, scope: Scope) -> tuple[str, .
         return ctx.model.phase_position_params.get(func.id)
     if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
         info = ctx.model.classes.get(scope.symbol.split(".")[0])
+        mapped = next((c.vmapped[func.attr] for c in in_file_mro(ctx.model.classes, info)
+                       if func.attr in c.vmapped), None) if info is not None else None
+        if isinstance(mapped, ast.Name):  # ``self._batched = vmap(vmap(_angles))`` runs ``_angles``
+            return ctx.model.phase_position_params.get(mapped.id)
         held = held_class(ctx.model.classes, info, func.attr) if info is not None else None
         if held is not None:
             for cls in in_file_mro(ctx.model.classes, held):

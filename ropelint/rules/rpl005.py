@@ -14,7 +14,10 @@ class LowPrecisionPositions(Rule):
     def check(self, ctx: RuleContext) -> None:
         uses = [(p.positions, p.node, p.scope, "the phase") for p in ctx.model.products]
         uses += [(h.arg, h.call, h.scope, f"`{h.callee}`, which forms the phase") for h in ctx.model.helper_positions]
-        helper_calls = {id(h.call) for h in ctx.model.helper_positions}
+        # Calls by their argument nodes: a call the analysis read through ``vmap`` or ``functools.partial`` is a
+        # rewritten node that shares the original's arguments.
+        helper_calls = {id(h.call) for h in ctx.model.helper_positions} \
+            | {id(a) for h in ctx.model.helper_positions for a in h.call.args}
         for pos, used_at, scope, what in uses:
             if not pos.dtype.can_be_16bit:
                 continue
@@ -39,7 +42,7 @@ def _only_into_phase_helpers(ctx: RuleContext, site: ast.AST, helper_calls: set[
     in the file is such an argument (``self._axis_freqs(self._axis_positions(h, ...))``)."""
     stmt = ctx.model.statement_of.get(id(site))
     for call in _calls_in(stmt):
-        if id(call) in helper_calls and any(a is site for a in call.args):
+        if (id(call) in helper_calls or id(site) in helper_calls) and any(a is site for a in call.args):
             return True
     owner = enclosing_function(ctx, stmt) if stmt is not None else None
     if owner is None or not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 \
@@ -52,7 +55,7 @@ def _only_into_phase_helpers(ctx: RuleContext, site: ast.AST, helper_calls: set[
         user = ctx.model.statement_of.get(id(load))
         rebinds = isinstance(user, ast.Assign) and [ast.unparse(t) for t in user.targets] == [name]
         # ``t_pos = t_pos[:, :, None].expand(...)`` then ``self._section_angles(t_pos, ...)``: straight in.
-        into = any(id(c) in helper_calls and load in c.args for c in _calls_in(user))
+        into = any((id(c) in helper_calls or id(load) in helper_calls) and load in c.args for c in _calls_in(user))
         returned = returned or isinstance(user, ast.Return)
         handed = handed or into
         if not (isinstance(user, ast.Return) or rebinds or into or _in_test(fn, load)):
