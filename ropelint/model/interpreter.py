@@ -1928,6 +1928,18 @@ class Interpreter:
         ``_FP32 = {"dtype": torch.float32}`` at module level; ``**{**factory_kwargs, "dtype": torch.float32}``."""
         if isinstance(node, ast.Name) and node.id in self._dict_constants and node.id not in frame.env:
             return dict(self._dict_constants[node.id])
+        held = _self_attr(node)
+        if held is not None and frame.cls is not None:
+            # ``self._factory_kwargs = {"device": device, "dtype": params_dtype}`` in ``__init__``, then
+            # ``torch.arange(n).to(**self._factory_kwargs)``: the dtype a module constructor was handed.
+            init = self._find_method(frame.cls, "__init__")
+            assigned = [st.value for st in ast.walk(init[1]) if isinstance(st, ast.Assign) and len(st.targets) == 1
+                        and _self_attr(st.targets[0]) == held] if init is not None else []
+            if len(assigned) == 1 and isinstance(assigned[0], ast.Dict):
+                found = self._unpacked(assigned[0], frame)
+                if "dtype" in found and isinstance(found["dtype"], ast.Name) and found["dtype"].id not in frame.env:
+                    found["dtype"] = _RUNTIME_DTYPE  # a constructor argument: the dtype the model is built in
+                return found
         if isinstance(node, ast.Name) and frame.scope.node is not None:
             # ``dd = {"device": device, "dtype": torch.float32}`` once in this function, then ``arange(0.5, H, **dd)``.
             assigned = [st.value for st in ast.walk(frame.scope.node) if isinstance(st, (ast.Assign, ast.AnnAssign))
@@ -3291,6 +3303,10 @@ def _submodule_choices(fn: FunctionNode) -> dict[str, list[str]]:
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
                     out.setdefault(target.attr, []).append(node.value.func.id)
     return out
+
+
+# Stands for a dtype known only as "whatever the caller chose" (``params_dtype`` read in another method).
+_RUNTIME_DTYPE = ast.Attribute(value=ast.Name(id="config", ctx=ast.Load()), attr="params_dtype", ctx=ast.Load())
 
 
 def _self_calls(fn: FunctionNode) -> list[str]:

@@ -12,6 +12,7 @@ from ..model.values import Dt, Role
 from .base import (
     RuleContext,
     append_keyword,
+    atom_code,
     assigned_name,
     calls_in_text,
     cast_receiver,
@@ -51,6 +52,17 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
     receiver = cast_receiver(site)
     if receiver is not None and (qualname(receiver, ctx.imports) or "").split(".")[0] in ("torch", "numpy"):
         return None  # a library function (``torch.something(...)``), not a cast of a tensor
+    if receiver is not None and isinstance(site.func, ast.Attribute) and site.func.attr == "to" \
+            and any(k.arg is None for k in site.keywords):
+        # ``t.to(**self._factory_kwargs)``: the device (and anything else) the dict carries stays, the dtype is
+        # overridden where it is unpacked.
+        torch, imports = ctx.torch_name()
+        parts = [ctx.code(a) for a in site.args] + [
+            f"**{{**{ctx.code(k.value)}, \"dtype\": {torch}.float32}}" if k.arg is None else ctx.code(k)
+            for k in site.keywords]
+        moved = f"{atom_code(ctx, receiver, site)}.to({', '.join(parts)})"
+        return _plan(ctx, site, None, scope, what, f"cast the {what} to float32 (the unpacked keywords stay)",
+                     (Replace(site, moved), *imports))
     if receiver is not None:
         text = ctx.code(receiver)
         args = site.args[1:] if site.args and receiver is site.args[0] else site.args  # unbound: t is args[0]
