@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..imports import ImportTable
@@ -1459,11 +1460,6 @@ class Interpreter:
         qn = qualname(node, self.imports)
         if qn is not None and (qn.startswith("torch.") or qn.startswith("numpy.")):
             return _torch_dtype(attr) or UNKNOWN
-        if attr == "dtype" and frame.cls is not None and isinstance(node.value, ast.Attribute) \
-                and _self_attr(node.value.value) is not None:
-            held = self._held_state_dtype(frame.cls, node.value.value.attr, node.value.attr)  # type: ignore[attr-defined]
-            if held is not None:
-                return held
         metadata_only = attr in ("device", "dtype", "shape", "ndim", "is_cuda")
         if metadata_only:
             self._metadata_read = True  # ``self.inv_freq.device`` reads no values: not a read to reroute
@@ -1515,20 +1511,6 @@ class Interpreter:
         if not self._metadata_read:
             self.model.state_reads.append(read)
         return Val(roles, Dt.RUNTIME, site=node, read=read)
-
-    def _held_state_dtype(self, info: ClassInfo, sub: str, attr: str) -> Val | None:
-        """``self.freqs.inv_freq.dtype`` with ``self.freqs`` a module of this file: float32 when that class keeps its
-        float32 state through module casts (an ``_apply`` override), integer when the state is an integer tensor;
-        None when nothing better than "run time" is known."""
-        held = held_class(self.model.classes, info, sub)
-        entry = self._find_state(held, attr) if held is not None else None
-        if entry is None or not entry.ref.follows_module_casts:
-            return None
-        if entry.value.dtype is Dt.INT and entry.value.site is not None:
-            return dtype_val(Dt.INT)
-        if entry.value.dtype is Dt.FULL and self._kept(held, attr):  # type: ignore[arg-type]
-            return dtype_val(Dt.FULL)
-        return None
 
     def _state_read(self, attr: str, node: ast.AST, frame: Frame) -> Val:
         if frame.cls is None:
@@ -1641,6 +1623,13 @@ class Interpreter:
             if owner is not None and owner is not frame.cls and self._find_method(owner, func.attr):
                 return self._method_summary(owner, func.attr)
         return None
+
+    def _rewritten(self, node: ast.Call, build: Callable[[], ast.Call]) -> ast.Call:
+        """The plain call a wrapped one stands for (``vmap(f)(x)`` -> ``f(x)``), built once per call node so that
+        what the analysis records about it stays one node; it keeps the original's position and arguments."""
+        if id(node) not in self._unwrapped:
+            self._unwrapped[id(node)] = ast.copy_location(build(), node)
+        return self._unwrapped[id(node)]
 
     def _is_partial(self, value: ast.expr) -> bool:
         """``functools.partial(torch.arange, ...)`` (or ``partial(...)`` imported from functools) of a torch
@@ -1763,18 +1752,14 @@ class Interpreter:
         if isinstance(func, ast.Call) and func.args and not isinstance(func.args[0], ast.Starred) \
                 and _is_vmap(qualname(func.func, self.imports)):
             # ``vmap(self._phase_at)(flat_ids)``: per element, the function does what a plain call does.
-            if id(node) not in self._unwrapped:
-                self._unwrapped[id(node)] = ast.copy_location(
-                    ast.Call(func=func.args[0], args=node.args, keywords=node.keywords), node)
-            return self._call(self._unwrapped[id(node)], frame)
+            return self._call(self._rewritten(node, lambda: ast.Call(func=func.args[0], args=node.args,
+                                                                     keywords=node.keywords)), frame)
         if isinstance(func, ast.Attribute) and frame.cls is not None and _self_attr(func) is not None:
             mapped = next((c.vmapped[func.attr] for c in self._mro(frame.cls) if func.attr in c.vmapped), None)
             if mapped is not None:
                 # ``self._batched_angles(t, inv_freq)`` with ``__init__`` building it as ``vmap(vmap(_angles))``.
-                if id(node) not in self._unwrapped:
-                    self._unwrapped[id(node)] = ast.copy_location(
-                        ast.Call(func=mapped, args=node.args, keywords=node.keywords), node)
-                return self._call(self._unwrapped[id(node)], frame)
+                return self._call(self._rewritten(node, lambda: ast.Call(func=mapped, args=node.args,
+                                                                         keywords=node.keywords)), frame)
         pos = [a for a in node.args if not isinstance(a, ast.Starred)]
         kw = {k.arg: k.value for k in node.keywords if k.arg is not None}
         for k in node.keywords:
@@ -1790,13 +1775,10 @@ class Interpreter:
         if isinstance(func, ast.Name) and func.id in frame.partials:
             # ``arange(start, stop)`` with ``arange = functools.partial(torch.arange, dtype=dtype)``: the function
             # with the bound arguments first (a call's keywords override the bound ones, as in ``partial``).
-            if id(node) not in self._unwrapped:
-                bound = frame.partials[func.id]
-                given = {k.arg for k in node.keywords}
-                self._unwrapped[id(node)] = ast.copy_location(ast.Call(
-                    func=bound.args[0], args=[*bound.args[1:], *node.args],
-                    keywords=[*(k for k in bound.keywords if k.arg not in given), *node.keywords]), node)
-            return self._call(self._unwrapped[id(node)], frame)
+            bound, given = frame.partials[func.id], {k.arg for k in node.keywords}
+            return self._call(self._rewritten(node, lambda: ast.Call(
+                func=bound.args[0], args=[*bound.args[1:], *node.args],
+                keywords=[*(k for k in bound.keywords if k.arg not in given), *node.keywords])), frame)
         lam = func if isinstance(func, ast.Lambda) else \
             frame.lambdas.get(func.id) if isinstance(func, ast.Name) else None
         if lam is not None:
@@ -1938,7 +1920,11 @@ class Interpreter:
             if len(assigned) == 1 and isinstance(assigned[0], ast.Dict):
                 found = self._unpacked(assigned[0], frame)
                 if "dtype" in found and isinstance(found["dtype"], ast.Name) and found["dtype"].id not in frame.env:
-                    found["dtype"] = _RUNTIME_DTYPE  # a constructor argument: the dtype the model is built in
+                    # A constructor argument (``params_dtype``): the dtype the model is built in, read here as a
+                    # configuration's ``*_dtype``; at the argument's own position, so findings and fixes can cite it.
+                    found["dtype"] = ast.copy_location(ast.Attribute(value=ast.Name(id="config", ctx=ast.Load()),
+                                                                     attr="chosen_dtype", ctx=ast.Load()),
+                                                       found["dtype"])
                 return found
         if isinstance(node, ast.Name) and frame.scope.node is not None:
             # ``dd = {"device": device, "dtype": torch.float32}`` once in this function, then ``arange(0.5, H, **dd)``.
@@ -3303,10 +3289,6 @@ def _submodule_choices(fn: FunctionNode) -> dict[str, list[str]]:
                 if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
                     out.setdefault(target.attr, []).append(node.value.func.id)
     return out
-
-
-# Stands for a dtype known only as "whatever the caller chose" (``params_dtype`` read in another method).
-_RUNTIME_DTYPE = ast.Attribute(value=ast.Name(id="config", ctx=ast.Load()), attr="params_dtype", ctx=ast.Load())
 
 
 def _self_calls(fn: FunctionNode) -> list[str]:
