@@ -4001,3 +4001,41 @@ def test_positions_cast_with_keywords_unpacked_from_a_constructor_dict():
     fixed = fix_text("rope.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert 'torch.arange(max_seq_len).to(**{**self._factory_kwargs, "dtype": torch.float32}) + offset' in fixed
     assert _found(fixed) == {}
+
+
+def test_a_class_built_inside_a_factory_looping_over_enumerated_frequencies():
+    """A video rotary class defined inside `build_rope3d(kind)`, its per-axis frequencies in a list walked with
+    `for axis, inv in enumerate(self._inv)`, and the tables moved with `_like(emb.cos(), coords)` where `def
+    _like(x, ref): return x.to(device=ref.device, dtype=ref.dtype)` and `coords` is the int64 meshgrid (held-out:
+    1.0, int64 tables). Fixed by dropping the dtype from the helper's move."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def _like(x, ref):
+            return x.to(device=ref.device, dtype=ref.dtype)
+
+
+        def build_rope3d(axes=(16, 8, 8), theta=10000.0):
+            class _Rope3D(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self._inv = [1.0 / torch.pow(theta, torch.arange(0, d, 2, dtype=torch.float64) / d) for d in axes]
+
+                def forward(self, grid):
+                    f, h, w = (int(g) for g in grid)
+                    coords = torch.stack(torch.meshgrid(torch.arange(f), torch.arange(h), torch.arange(w),
+                                                        indexing="ij"), dim=-1).reshape(-1, 3)
+                    parts = []
+                    for axis, inv in enumerate(self._inv):
+                        ang = coords[:, axis, None].float() * inv.float()[None, :]
+                        parts.append(torch.cat((ang, ang), dim=-1))
+                    emb = torch.cat(parts, dim=-1)
+                    return _like(emb.cos(), coords), _like(emb.sin(), coords)
+
+            return _Rope3D
+        '''
+    assert set(_found(source)) == {(24, "RPL001")}
+    fixed = fix_text("rope.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "return x.to(device=ref.device)" in fixed and _found(fixed) == {}

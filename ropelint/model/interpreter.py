@@ -516,6 +516,11 @@ class Interpreter:
                 self._module_constant(stmt.targets[0].id, stmt)
             if isinstance(stmt, FUNCTION_NODES):
                 self.model.functions[stmt.name] = stmt
+                for inner in ast.walk(stmt):
+                    # ``def build_rope3d(kind): class _Rope3D(nn.Module): ...; return _Rope3D``: a class factory's
+                    # class is analysed like one at the top level.
+                    if isinstance(inner, ast.ClassDef) and inner.name not in self.model.classes:
+                        self._register_class(inner)
             elif isinstance(stmt, ast.ClassDef):
                 self._register_class(stmt)
         for info in self.model.classes.values():
@@ -958,7 +963,15 @@ class Interpreter:
                 self._loop_instances(stmt, frame)
                 first = self._first_state(stmt.iter, frame)
                 rows = _literal_rows(stmt.iter, stmt.target)
-                if rows is not None:
+                columns = _zipped_columns(stmt.iter, stmt.target)
+                if columns is not None:
+                    # ``for axis, inv in enumerate(self._inv)``, ``for f, n in zip(freqs, sizes)``: each name takes
+                    # (an element of) its own sequence; ``enumerate``'s counter is a number.
+                    for target, column in zip(stmt.target.elts, columns):  # type: ignore[attr-defined]
+                        val = Val(frozenset({Role.SCALAR}), literal=0) if column is None else self._eval(column, frame)
+                        self._bind(target, val.evolve(roles=val.roles - {Role.ARANGE}) if column is not None else val,
+                                   None, frame)
+                elif rows is not None:
                     # ``for pos, f in ((bars, bar_freqs), (ticks, tick_freqs))``: each name takes its column.
                     for i, target in enumerate(stmt.target.elts):  # type: ignore[attr-defined]
                         self._bind(target, _joined([self._eval(row[i], frame) for row in rows]), None, frame)
@@ -2807,7 +2820,11 @@ class Interpreter:
             self.model.casts.append(cast)
             if receiver.param is not None and target.dtype is Dt.INT and not receiver.roles:
                 frame.int_casts.append((receiver.param, cast))
-            if _bare_param(receiver) and target.param is not None \
+            # ``def _like(x, ref): return x.to(device=ref.device, dtype=ref.dtype)``: ``x`` names an activation, but
+            # whatever a caller hands over takes ``ref``'s dtype.
+            bare = _bare_param(receiver) or (receiver.roles <= {Role.ACTIVATION} and receiver.param is not None
+                                             and receiver.param in frame.scope.params)
+            if bare and target.param is not None \
                     and target.param != receiver.param and target.param in frame.scope.params:
                 frame.param_casts.append((receiver.param, target.param, cast))
             if receiver.roles & {Role.TABLE, Role.PHASE} and target.dtype is not Dt.INT \
@@ -3445,6 +3462,21 @@ def _scaled_positions_param(left: Val, right: Val, op: ast.operator) -> str | No
     for positions, factor in ((left, right), (right, left)):
         if positions.roles == {Role.POSITIONS} and positions.param is not None and factor.has(Role.SCALAR):
             return positions.param
+    return None
+
+
+def _zipped_columns(it: ast.expr, target: ast.expr) -> list[ast.expr | None] | None:
+    """``enumerate(seq)`` -> [None, seq] and ``zip(a, b)`` -> [a, b] for a tuple target of that many names (None:
+    the counter); None for any other loop."""
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and isinstance(target, ast.Tuple)
+            and not it.keywords and all(not isinstance(a, ast.Starred) for a in it.args)):
+        return None
+    if it.func.id == "enumerate" and len(it.args) == 1 and len(target.elts) == 2 \
+            and isinstance(target.elts[1], ast.Name):
+        return [None, it.args[0]]
+    if it.func.id == "zip" and len(it.args) == len(target.elts) \
+            and all(isinstance(t, ast.Name) for t in target.elts):
+        return list(it.args)
     return None
 
 
