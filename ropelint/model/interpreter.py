@@ -837,7 +837,9 @@ class Interpreter:
             if p in frame.env and frame.env[p].has(Role.DTYPE) and self._callers_keep_default(fn, p, is_method):
                 # ``def yarn_inv_freq(..., dtype=torch.float32)``: float32 unless a caller asks otherwise.
                 frame.env[p] = frame.env[p].evolve(dtype=Dt.FULL)
+        caller_statement = self._current  # analysed in the middle of a caller's statement: it continues after
         self._block(fn.body, frame)
+        self._current = caller_statement
         ret = _joined(frame.returns)
         items = None
         if frame.return_items:

@@ -56,7 +56,8 @@ def _only_into_phase_helpers(ctx: RuleContext, site: ast.AST, helper_calls: set[
         rebinds = isinstance(user, ast.Assign) and [ast.unparse(t) for t in user.targets] == [name]
         # ``t_pos = t_pos[:, :, None].expand(...)`` then ``self._section_angles(t_pos, ...)``: straight in.
         into = any((id(c) in helper_calls or id(load) in helper_calls) and load in c.args for c in _calls_in(user))
-        returned = returned or isinstance(user, ast.Return)
+        # ``return self.forward(t)`` hands the positions to the phase; only a bare ``return t`` gives them away.
+        returned = returned or (isinstance(user, ast.Return) and not into)
         handed = handed or into
         if not (isinstance(user, ast.Return) or rebinds or into or _in_test(fn, load)):
             return False
