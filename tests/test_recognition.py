@@ -4039,3 +4039,29 @@ def test_a_class_built_inside_a_factory_looping_over_enumerated_frequencies():
     assert set(_found(source)) == {(24, "RPL001")}
     fixed = fix_text("rope.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "return x.to(device=ref.device)" in fixed and _found(fixed) == {}
+
+
+def test_a_mel_filterbank_power_of_a_range_is_not_inverse_frequencies():
+    """Whisper's front end: `hz_pts = 700.0 * (10 ** (mel_pts / 2595.0) - 1.0)` over a default-dtype linspace in
+    `mel_filterbank`: a power of a range, in a function that forms no phase and whose names say nothing rotary
+    (held-out correct model file). The same construction kept as `inv_freq` is reported."""
+    source = '''\
+        import math
+
+        import torch
+
+
+        def mel_filterbank(n_mels, n_fft, sample_rate=16000, device=None):
+            def hz_to_mel(f):
+                return 2595.0 * math.log10(1.0 + f / 700.0)
+
+            mel_pts = torch.linspace(hz_to_mel(0.0), hz_to_mel(sample_rate / 2), n_mels + 2, device=device)
+            hz_pts = 700.0 * (10 ** (mel_pts / 2595.0) - 1.0)
+            fft_freqs = torch.linspace(0, sample_rate / 2, n_fft // 2 + 1, device=device)
+            lower = (fft_freqs[None, :] - hz_pts[:-2, None]) / (hz_pts[1:-1, None] - hz_pts[:-2, None])
+            upper = (hz_pts[2:, None] - fft_freqs[None, :]) / (hz_pts[2:, None] - hz_pts[1:-1, None])
+            return torch.clamp(torch.minimum(lower, upper), min=0.0)
+        '''
+    assert _found(source) == {}
+    assert (10, "RPL006") in _found(source.replace("hz_pts = 700.0 * (10 ** (mel_pts / 2595.0) - 1.0)",
+                                                   "hz_pts = inv_freq = 1.0 / (10 ** (mel_pts / 2595.0))"))

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 from ..diagnostics import FixPlan, Replace
 from ..model.interpreter import POSITION_NAMES
@@ -27,7 +28,7 @@ class LowPrecisionInvFreq(Rule):
             val = built.val
             if not val.dtype.can_be_16bit or val.site is None or val.read is not None:
                 continue
-            if _only_stored_unread(ctx, built):
+            if _only_stored_unread(ctx, built) or _outside_rotary_code(ctx, built):
                 continue
             for base in val.earlier_sites:  # ``torch.tensor(theta, dtype=dtype)`` raised to the exponent's power
                 if _base_tensor(base):
@@ -151,3 +152,23 @@ def _only_stored_unread(ctx: RuleContext, built) -> bool:  # type: ignore[no-unt
             loads = [n for n in loads if n is not node.args[1]]
     # Any value read of a buffer of that name in the file (conservative across classes).
     return bool(stored) and not loads and not any(read.ref.name in stored for read in ctx.model.state_reads)
+
+
+_ROTARY_WORDS = re.compile(r"rope|rotar|freq|sincos|sinusoid|cis|phase|angle|theta|omega|pos|embed|ntk|yarn|llama|"
+                           r"scal|band|period|harmonic|inv", re.IGNORECASE)
+
+
+def _outside_rotary_code(ctx: RuleContext, built) -> bool:  # type: ignore[no-untyped-def]
+    """A power of a range in a function that forms no phase, takes no cos/sin, hands nothing to one that does,
+    whose name (or class's) says nothing rotary, and kept in a name that says nothing rotary either: a mel
+    filterbank's ``hz_pts = 700.0 * (10 ** (mel_pts / 2595.0) - 1.0)``, not inverse frequencies."""
+    symbol = built.scope.symbol
+    events = (*ctx.model.products, *ctx.model.trigs, *ctx.model.helper_trigs, *ctx.model.helper_positions,
+              *ctx.model.helper_freqs)
+    if any(e.scope.symbol == symbol for e in events) or _ROTARY_WORDS.search(symbol):
+        return False
+    stmt = ctx.model.statement_of.get(id(built.node))
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
+        stmt, (ast.AnnAssign, ast.AugAssign)) else []
+    names = [ctx.code(t) for t in targets]
+    return not any(_ROTARY_WORDS.search(name) for name in names) and not isinstance(stmt, ast.Return)
