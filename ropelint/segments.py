@@ -392,6 +392,20 @@ def _forward_takes_dtype(block: str) -> bool:
     return m is not None and re.search(r"\bdtype\b", m.group(1)) is not None
 
 
+def _positions_built(text: bytes, block: _Block, rotaries: list[bytes]) -> list[str]:
+    """In a class holding any kept rotary class, the assignment and the calls of it when the class builds positions
+    itself in a way that can round them (``position_ids = (mask.cumsum(-1) - 1) * mask`` over a mask cast to the
+    activations, ``torch.arange(n, dtype=inputs_embeds.dtype)``): the rotary's ``forward`` sees them."""
+    if not any(text.find(name, block.begin, block.end) != -1 for name in rotaries):
+        return []
+    segment = block.text(text)
+    if "cumsum(" not in segment and _RANGE_IN_A_DTYPE.search(segment) is None:
+        return []
+    held = {m.group(1): m.group(0) for m in _HELD.finditer(segment) if f"{m.group(2)}(".encode() in rotaries}
+    return [part for attr, assignment in held.items() if f"self.{attr}(" in segment
+            for part in (assignment, f"self.{attr}(")]
+
+
 def _dtype_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[str]:
     """In a class that holds a kept rotary class whose ``forward`` takes a ``dtype`` (``takers``), the text of
     that assignment and of a call handing it one (``self.rotary_emb(position_ids, dtype=self.q_proj.weight.dtype)``):
@@ -706,6 +720,7 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
                  and _GLUE_CAST.search(b.text(text))) if takers else ()
     dtype_takers = [f"{b.name}(".encode() for b in blocks if b.name and b.interesting and b.head.startswith("class ")
                     and _forward_takes_dtype(b.text(text))]
+    rotaries = [f"{b.name}(".encode() for b in blocks if b.name and b.interesting and b.head.startswith("class ")]
     kept: list[tuple[int, int, int]] = []  # (begin offset, end offset, first line)
     all_kept = True
     for block in blocks:
@@ -724,7 +739,8 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
             held = [f"self.{m.group(1)}(" for m in _HELD.finditer(block.text(text)) if m.group(2) in factories]
             calls = [*calls, *held] if held else calls
         if is_class:  # kept or not, a class that hands ids to a rotary keeps the methods that do it
-            holder = _token_ids_handed(text, block, takers, glue) or _dtype_handed(text, block, dtype_takers)
+            holder = _token_ids_handed(text, block, takers, glue) or _dtype_handed(text, block, dtype_takers) \
+                or _positions_built(text, block, rotaries)
             if holder:
                 interesting, calls = True, [*kept_functions, *holder]
         if not interesting:

@@ -4065,3 +4065,44 @@ def test_a_mel_filterbank_power_of_a_range_is_not_inverse_frequencies():
     assert _found(source) == {}
     assert (10, "RPL006") in _found(source.replace("hz_pts = 700.0 * (10 ** (mel_pts / 2595.0) - 1.0)",
                                                    "hz_pts = inv_freq = 1.0 / (10 ** (mel_pts / 2595.0))"))
+
+
+def test_positions_counted_over_a_compared_mask_for_a_positions_first_rotary():
+    """A retrieval encoder: `attention_mask = (input_ids != pad).long()` when none is given, `mask =
+    attention_mask.to(dtype=hidden_states.dtype)`, `position_ids = (mask.cumsum(dim=-1) - 1).clamp(min=0) * mask`,
+    then `self.rotary_emb(position_ids)` on a rotary whose forward takes the positions first (held-out: 2.0 after
+    `.bfloat16()`)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, dim=32, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, position_ids):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                freqs = position_ids.float()[..., None] * inv_freq
+                return freqs.cos(), freqs.sin()
+
+
+        class Encoder(nn.Module):
+            def __init__(self, vocab=100, hidden=32, pad_token_id=0):
+                super().__init__()
+                self.pad_token_id = pad_token_id
+                self.embed = nn.Embedding(vocab, hidden)
+                self.rotary_emb = RotaryEmbedding(hidden)
+
+            def forward(self, input_ids, attention_mask=None):
+                hidden_states = self.embed(input_ids)
+                if attention_mask is None:
+                    attention_mask = (input_ids != self.pad_token_id).long()
+                mask = attention_mask.to(dtype=hidden_states.dtype)
+                position_ids = (mask.cumsum(dim=-1) - 1).clamp(min=0) * mask
+                return hidden_states, self.rotary_emb(position_ids)
+        '''
+    assert _found(source) == {(28, "RPL005"): "safe"}
+    fixed = fix_text("enc.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "mask.cumsum(dim=-1, dtype=torch.float32)" in fixed and _found(fixed) == {}

@@ -2469,7 +2469,9 @@ class Interpreter:
         or integer mask counts in int64; one converted to the activations' dtype counts in 16 bits), or in the
         ``dtype=`` it is given."""
         name = mask.param or (arg.id if isinstance(arg, ast.Name) else "")
-        if mask.roles or not (MASK_NAMES.match(name) or (isinstance(arg, ast.Name) and MASK_NAMES.match(arg.id))):
+        # (A mask made by a comparison, ``input_ids != pad_id``, reads as a number: it counts the same.)
+        named = MASK_NAMES.match(name) or (isinstance(arg, ast.Name) and MASK_NAMES.match(arg.id))
+        if mask.roles - {Role.SCALAR} or not named:
             return None
         if dtype is not None and dtype.has(Role.DTYPE):
             mask = mask.evolve(dtype=dtype.dtype)
@@ -2519,7 +2521,7 @@ class Interpreter:
         vals = [self._eval(a, frame) for a in pos]
         kvals = {k: self._eval(v, frame) for k, v in kw.items()}
         receiver_node = receiver_node or node.func.value  # type: ignore[attr-defined]
-        if method == "cumsum" and not receiver.roles:
+        if method == "cumsum" and receiver.roles <= {Role.SCALAR}:
             counted = self._cumsum_positions(node, receiver_node, receiver, kvals.get("dtype"))
             if counted is not None:
                 return counted
