@@ -4106,3 +4106,78 @@ def test_positions_counted_over_a_compared_mask_for_a_positions_first_rotary():
     assert _found(source) == {(28, "RPL005"): "safe"}
     fixed = fix_text("enc.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "mask.cumsum(dim=-1, dtype=torch.float32)" in fixed and _found(fixed) == {}
+
+
+def test_harness_findings_of_rounds_34_and_35():
+    """What the numeric harness found wrong after the fixes: (1) nanotron's `register_buffer("freqs_cis",
+    position_ids.new_empty(...))` filled with `self.freqs_cis.copy_(tables)` truncates (1.0 even in float32), which
+    a later guarded `.float()` reassignment must not hide; (2) `torch.tensor(freq_list, dtype=q.dtype)` makes the
+    frequencies 16-bit (0.26 with bf16 queries); (3) tables a method hands back as `return hidden,
+    self.rotary_tables(n)` are cast to the activation there, not left float32 for a bf16 attention to reject."""
+    nanotron = '''\
+        import torch
+        from torch import nn
+
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, dim=32, end=64, theta=10000.0):
+                super().__init__()
+                self.dim, self.end, self.theta = dim, end, theta
+
+            def init_rotary_embeddings(self, position_ids):
+                self.register_buffer("freqs_cis", position_ids.new_empty(self.end, self.dim // 2, 2), persistent=False)
+                if self.freqs_cis.dtype in (torch.float16, torch.bfloat16):
+                    self.freqs_cis = self.freqs_cis.float()
+                freqs = 1.0 / (self.theta ** (torch.arange(0, self.dim, 2, dtype=torch.float) / self.dim))
+                freqs = torch.outer(torch.arange(self.end).float(), freqs)
+                self.freqs_cis.copy_(torch.stack((torch.cos(freqs), torch.sin(freqs)), dim=-1))
+        '''
+    found = _found(nanotron)
+    assert found.get((11, "RPL001")) == "safe"
+    fixed = fix_text("rope.py", textwrap.dedent(nanotron), ALL, unsafe=False).fixed
+    assert "position_ids.new_empty(self.end, self.dim // 2, 2, dtype=torch.float32)" in fixed
+    listed = '''\
+        import torch
+        from torch import nn
+
+
+        class AxialRoPE(nn.Module):
+            def __init__(self, dim=32, base=100.0):
+                super().__init__()
+                self.freq_list = [base ** (-i / dim) for i in range(0, dim, 2)]
+
+            def forward(self, q, H):
+                inv_freq = torch.tensor(self.freq_list, dtype=q.dtype, device=q.device)
+                ys = torch.arange(H, device=q.device).float()
+                freqs = ys[:, None] * inv_freq[None, :]
+                return freqs.cos().to(q.dtype), freqs.sin().to(q.dtype)
+        '''
+    assert _found(listed) == {(11, "RPL006"): "safe"}
+    fixed = fix_text("rope.py", textwrap.dedent(listed), ALL, unsafe=False).fixed
+    assert "torch.tensor(self.freq_list, dtype=torch.float32, device=q.device)" in fixed and _found(fixed) == {}
+    adapter = '''\
+        import torch
+        from torch import nn
+
+
+        class Adapter(nn.Module):
+            def __init__(self, vocab=100, hidden=32, max_positions=128):
+                super().__init__()
+                self.word_embeddings = nn.Embedding(vocab, hidden)
+                self.register_buffer("position_ids", torch.arange(max_positions).expand((1, -1)), persistent=False)
+                self.head_dim = hidden
+
+            def rotary_tables(self, seq_length):
+                pos = self.position_ids[:, :seq_length]
+                inv_freq = 1.0 / (10000.0 ** (torch.arange(0, self.head_dim, 2, dtype=torch.float32) / self.head_dim))
+                emb = pos.float()[..., None] * inv_freq
+                return emb.cos().type_as(self.position_ids), emb.sin().type_as(self.position_ids)
+
+            def forward(self, input_ids):
+                hidden = self.word_embeddings(input_ids)
+                return hidden, self.rotary_tables(input_ids.shape[1])
+        '''
+    assert set(_found(adapter)) == {(16, "RPL001")}
+    fixed = fix_text("adapter.py", textwrap.dedent(adapter), ALL, unsafe=False).fixed
+    assert "return hidden, tuple(t.to(hidden.dtype) for t in self.rotary_tables(input_ids.shape[1]))" in fixed
+    assert _found(fixed) == {}

@@ -1545,9 +1545,10 @@ class Interpreter:
             if SCALAR_PARAMS.search(attr) or attr in ("dim", "base"):
                 return Val(frozenset({Role.SCALAR}))
             entry = self._dynamic_state(frame.cls, attr)
-            if entry is None and INT_BY_NAME.match(attr) and "__getattr__" in frame.cls.methods:
-                # ``self.position_ids`` that ``__getattr__`` fetches from a wrapped embeddings module: its
-                # ``register_buffer("position_ids", torch.arange(n))``, int64 like every ``*_ids`` buffer.
+            if entry is None and INT_BY_NAME.match(attr) and not any(attr in c.writes for c in self._mro(frame.cls)):
+                # ``self.position_ids`` registered where the analysis does not look (a pruned ``__init__``, a wrapped
+                # embeddings module ``__getattr__`` fetches it from): ``torch.arange(n)``, int64 like every ``*_ids``
+                # buffer.
                 return Val(self._named(attr).roles, Dt.INT, site=node)
             if entry is None:
                 return self._named(attr)
@@ -1645,6 +1646,16 @@ class Interpreter:
         if id(node) not in self._unwrapped:
             self._unwrapped[id(node)] = ast.copy_location(build(), node)
         return self._unwrapped[id(node)]
+
+    def _activation_dtype(self, node: ast.expr, frame: Frame) -> bool:
+        """``q.dtype``, ``hidden_states.dtype``: the dtype of an activation."""
+        if not (isinstance(node, ast.Attribute) and node.attr == "dtype"):
+            return False
+        before, self._metadata_read = self._metadata_read, True
+        try:
+            return self._eval(node.value, frame).has(Role.ACTIVATION)
+        finally:
+            self._metadata_read = before
 
     def _is_partial(self, value: ast.expr) -> bool:
         """``functools.partial(torch.arange, ...)`` (or ``partial(...)`` imported from functools) of a torch
@@ -2432,6 +2443,12 @@ class Interpreter:
                 # ``torch.as_tensor(self.inv_freq, dtype=position_ids.dtype)``: a copy in another tensor's integer
                 # dtype (an explicit ``dtype=torch.int32`` is a choice: TimesFM's ``freq`` is a category, not a rate).
                 self.model.casts.append(Cast(node, "as_tensor", inner, dt, kw["dtype"], frame.scope))
+            elif dt is not None and dt.has(Role.DTYPE) and dt.dtype.can_be_16bit \
+                    and inner.roles & {Role.INV_FREQ, Role.PHASE} and not inner.has(Role.TABLE) \
+                    and (dt.dtype is Dt.LOW or self._activation_dtype(kw["dtype"], frame)):
+                # ``torch.tensor(freq_list, dtype=q.dtype)``: frequencies (or a phase) made in the activations' dtype
+                # (not ``dtype=freqs.dtype``, Llama 3.1's ``apply_scaling`` keeping its input's dtype).
+                self.model.casts.append(Cast(node, "as_tensor", inner, dt, kw["dtype"], frame.scope))
             if dt is not None and dt.has(Role.DTYPE):
                 return inner.evolve(dtype=dt.dtype, site=node if dt.dtype.can_be_16bit else None)
             if tail == "from_numpy" or inner.dtype is Dt.FULL:
@@ -2550,6 +2567,13 @@ class Interpreter:
             held = _self_attr(written)
             if held is not None and frame.cls is not None and vals[0].roles & {Role.TABLE, Role.PHASE}:
                 self._filled_state(held, vals[0], node, frame)
+                # What the buffer was registered as, not what a later (guarded) reassignment left in the state.
+                allocated = next((r.value for r in self.model.registrations if r.ref.name == held
+                                  and r.scope.symbol.split(".")[0] == frame.cls.name and _int_buffer(r.value)), receiver)
+                if _int_buffer(allocated):
+                    # ``register_buffer("freqs_cis", position_ids.new_empty(...))`` then ``self.freqs_cis.copy_(t)``
+                    # (a guard widening only 16-bit buffers leaves an int64 one as it is).
+                    self._container_cast(allocated.site, vals[0], frame)  # type: ignore[arg-type]
             return receiver
         if method == "new_tensor" and vals and vals[0].roles & {Role.TABLE, Role.PHASE} and "dtype" not in kvals \
                 and receiver.dtype is Dt.INT:

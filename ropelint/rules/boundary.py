@@ -43,7 +43,11 @@ def cast_at_callers(ctx: RuleContext, cast) -> FixPlan | None:  # type: ignore[n
     for caller, call in calls:
         like = _activation_before(caller, call)
         owner = ctx.model.statement_of.get(id(call))
-        if like is None or not isinstance(owner, ast.Assign) or owner.value is not call:
+        # ``cos, sin = self.rotary(...)``, or handed on as it is: ``return hidden, self.rotary_tables(n)``.
+        received = (isinstance(owner, ast.Assign) and owner.value is call) or (
+            isinstance(owner, ast.Return) and (owner.value is call or (
+                isinstance(owner.value, ast.Tuple) and any(e is call for e in owner.value.elts))))
+        if like is None or not received:
             return None
         code = ctx.code(call)
         edits.append(Replace(call, f"tuple(t.to({like}.dtype) for t in {code})" if len(elements) > 1
