@@ -4184,3 +4184,67 @@ def test_harness_findings_of_rounds_34_and_35():
     fixed = fix_text("adapter.py", textwrap.dedent(adapter), ALL, unsafe=False).fixed
     assert "return hidden, tuple(t.to(hidden.dtype) for t in self.rotary_tables(input_ids.shape[1]))" in fixed
     assert _found(fixed) == {}
+
+
+def test_an_apply_override_rebuilding_only_on_a_device_change_keeps_nothing():
+    """StableLM-style `_apply` that rebuilds `inv_freq` in float32 only `if self.inv_freq.device !=
+    self._inv_freq_device`: a dtype cast leaves the device, so `.bfloat16()` rounds the buffer (held-out: 1.97).
+    Rebuilding unconditionally is a repair."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=32, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+                self.register_buffer("inv_freq", self._compute_inv_freq(), persistent=False)
+                self._inv_freq_device = self.inv_freq.device
+
+            def _compute_inv_freq(self, device=None):
+                return 1.0 / (self.base ** (torch.arange(0, self.dim, 2, device=device, dtype=torch.float32) / self.dim))
+
+            def _apply(self, fn, recurse=True):
+                super()._apply(fn, recurse)
+                if self.inv_freq.device != self._inv_freq_device:
+                    self.inv_freq = self._compute_inv_freq(self.inv_freq.device)
+                    self._inv_freq_device = self.inv_freq.device
+                return self
+
+            def forward(self, x, position_ids):
+                freqs = position_ids.float()[..., None] * self.inv_freq
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    assert set(_found(source)) == {(23, "RPL002")}
+    always = source.replace("                if self.inv_freq.device != self._inv_freq_device:\n"
+                            "                    self.inv_freq = self._compute_inv_freq(self.inv_freq.device)\n"
+                            "                    self._inv_freq_device = self.inv_freq.device\n",
+                            "                self.inv_freq = self._compute_inv_freq(self.inv_freq.device)\n")
+    assert "if self.inv_freq.device" not in always and _found(always) == {}
+
+
+def test_a_frequency_method_of_an_unseen_module_under_a_cuda_only_guard():
+    """An audio diffusion pipeline (a plain class) forms the phase with `torch.bmm(pos, rope.inv_freq(device))` on
+    `rope = self.model.rotary`, under `@torch.amp.autocast("cuda", enabled=False)`, which leaves CPU autocast on
+    (held-out: 2.0): the method's name says what it returns."""
+    source = '''\
+        import torch
+
+
+        class Pipeline:
+            def __init__(self, model):
+                self.model = model
+                self._rotary_cache = {}
+
+            @torch.amp.autocast("cuda", enabled=False)
+            def prepare_rotary(self, num_frames, device=None):
+                rope = self.model.rotary
+                pos = torch.arange(num_frames, device=device, dtype=torch.float32)
+                freqs = torch.bmm(pos[None, :, None], rope.inv_freq(device)[None, None, :]).squeeze(0)
+                freqs = torch.cat((freqs, freqs), dim=-1)
+                return freqs.cos(), freqs.sin()
+        '''
+    assert _found(source) == {(9, "RPL004"): "safe"}
+    fixed = fix_text("pipe.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "autocast" not in fixed and "torch.bmm" not in fixed and _found(fixed) == {}

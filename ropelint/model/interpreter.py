@@ -67,7 +67,7 @@ TABLE_NAMES = re.compile(r"^_?(?:\w+_)?(?:cos|sin)(?:_(?:cached|cache|table|tabl
 # Index tensors, integer by convention; ``idx``/``tokens``: token indices handed around before the embedding
 # lookup (nanoGPT's ``forward(self, idx)``).
 # ``cu_seqlens`` (packed/varlen attention's cumulative lengths): int32 by the kernels' contract.
-INT_BY_NAME = re.compile(r"^((\w+_)?(ids|index|indices)|idx|tokens|input_idx|token_idx|cu_seq_?lens(_\w+)?)$")
+INT_BY_NAME = re.compile(r"^((\w+_)?(ids|index|indices|idx)|idx|tokens|input_idx|token_idx|cu_seq_?lens(_\w+)?)$")
 # A tokenizer's mask: int64 (or bool) by convention.
 MASK_NAMES = re.compile(r"^(attention_mask|attn_mask|padding_mask|key_padding_mask|mask)$")
 # Names that only ever mean positions, whatever built them (``t``, ``seq`` or ``offsets`` also name activations
@@ -719,7 +719,7 @@ class Interpreter:
                 and entry.ref.follows_module_casts and not self._kept(info, src, seen | {state}) for src in sources)
 
         return any((pattern.search(self.spans.text(fn)) is not None and not _only_widens(fn, state)
-                    and not rounded_source(fn))
+                    and not rounded_source(fn) and not _rebuilt_on_device_change_only(fn, state))
                    or _calls_self_method_after_super(fn, writers) for fn in overrides)
 
     def _method_summary(self, info: ClassInfo, name: str) -> Summary:
@@ -2708,6 +2708,9 @@ class Interpreter:
             return Val(frozenset({Role.SCALAR}), literal=0.0)  # a Python float: added to an int arange, a float
         if method in ("item", "tolist"):
             return Val(frozenset({Role.SCALAR}))
+        if receiver is UNKNOWN and self._named(method).has(Role.INV_FREQ):
+            # ``rope.inv_freq(device)`` on a module the analysis cannot see into: what the method's name says.
+            return Val(frozenset({Role.INV_FREQ}))
         return UNKNOWN
 
     def _specialize(self, node: ast.Call, summary: Summary, bound: dict[str, Val], frame: Frame) -> Summary:
@@ -3463,6 +3466,21 @@ def _calls_self_method_after_super(fn: FunctionNode, names: set[str]) -> bool:
         if seen_super and any(c.func.attr in names and _self_attr(c.func) is not None for c in calls):  # type: ignore[union-attr]
             return True
     return False
+
+
+def _rebuilt_on_device_change_only(fn: ast.AST, state: str) -> bool:
+    """Every ``self.<state> = ...`` in ``fn`` sits under an ``if`` that compares devices only (``if
+    self.inv_freq.device != self._inv_freq_device:``): a dtype cast leaves the device, so nothing is rebuilt."""
+    assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign) and any(_self_attr(t) == state for t in n.targets)]
+    if not assigns:
+        return False
+    guarded: set[int] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.If) and not node.orelse:
+            test = ast.unparse(node.test)
+            if ".device" in test and "dtype" not in test and "is_floating_point" not in test:
+                guarded.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return all(id(a) in guarded for a in assigns)
 
 
 def _restore_sources(fn: ast.AST, state: str) -> set[str]:
