@@ -3472,8 +3472,8 @@ def _rebuilt_on_device_change_only(fn: ast.AST, state: str) -> bool:
     """Every ``self.<state> = ...`` in ``fn`` sits under an ``if`` that compares devices only (``if
     self.inv_freq.device != self._inv_freq_device:``): a dtype cast leaves the device, so nothing is rebuilt."""
     assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign) and any(_self_attr(t) == state for t in n.targets)]
-    if not assigns:
-        return False
+    if not assigns or any(isinstance(n, ast.Constant) and n.value == state for n in ast.walk(fn)):
+        return False  # (named in a string: ``apply_keeping_dtype(self, super()._apply, fn, ("inv_freq",))`` keeps it)
     guarded: set[int] = set()
     for node in ast.walk(fn):
         if isinstance(node, ast.If) and not node.orelse:

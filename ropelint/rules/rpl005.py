@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import ast
 
-from ..diagnostics import FixPlan
+from ..diagnostics import FixPlan, Replace
+from ..model.names import dotted
 from .base import Rule, RuleContext, later_loads
 from .callsite import caller_dtype_fix, calls_of, enclosing_function
 from .casts import float32_fix
@@ -30,7 +31,7 @@ class LowPrecisionPositions(Rule):
                                           "the phase)", fix.edits)
                 elif fix is not None and fix.safety == "unsafe":
                     # Built in a dtype the callers pass: passing float32 at this file's calls may be safe.
-                    fix = caller_dtype_fix(ctx, site) or fix
+                    fix = caller_dtype_fix(ctx, site) or _int64_ids_fix(ctx, site) or fix
                 ctx.report(self.code, site, message, scope, fix)
 
 
@@ -78,3 +79,23 @@ def _in_test(fn: ast.AST, node: ast.AST) -> bool:
     """``node`` sits in an ``if``/``while`` test or a comparison: it decides a branch, not a value."""
     return any(isinstance(n, (ast.If, ast.While, ast.Compare)) and any(m is node for m in ast.walk(
         n.test if isinstance(n, (ast.If, ast.While)) else n)) for n in ast.walk(fn))
+
+
+_IDS_NAMES = ("cache_position", "position_ids", "positions")
+
+
+def _int64_ids_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
+    """``cache_position = torch.arange(past, past + n, dtype=inputs_embeds.dtype)``: position ids that also index
+    caches and build masks elsewhere, made in the activations' dtype. Such ids are int64 everywhere else (the
+    range's default), which the rotary widens and caches and masks take as they are; float32 would not index."""
+    stmt = ctx.model.statement_of.get(id(site))
+    if not (isinstance(site, ast.Call) and (dotted(site.func) or [""])[-1] == "arange"
+            and isinstance(stmt, ast.Assign) and stmt.value is site and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id in _IDS_NAMES):
+        return None
+    chosen = next((k for k in site.keywords if k.arg == "dtype"), None)
+    if chosen is None or not (isinstance(chosen.value, ast.Attribute) and chosen.value.attr == "dtype"):
+        return None
+    torch, imports = ctx.torch_name()
+    return FixPlan("safe", f"build the ids as `{torch}.long` (int64, what position ids are everywhere else; the "
+                           f"rotary widens them)", (Replace(chosen.value, f"{torch}.long"), *imports))
