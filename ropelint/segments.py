@@ -372,15 +372,21 @@ def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes], glue: tup
 # ``self.weight = nn.Parameter(torch.zeros(o, i, dtype=torch.int8))``, ``register_buffer("qweight", ..., dtype=torch.int32)``:
 # a quantised layer whose weight stays integer through module casts.
 _INTEGER_WEIGHT = re.compile(r"(?:self\.(\w*weight)\s*=\s*(?:nn\.|torch\.nn\.)?Parameter\(|register_buffer\(\s*[\"'](\w*weight)[\"'])"
-                             r"[^\n]*\bdtype\s*=\s*torch\.u?int(?:8|16|32|64)\b")
+                             r"[^\n]*\bdtype\s*=\s*torch\.u?int(?:8|16|32)\b")
 
 
 def integer_weights(text: str) -> frozenset[str]:
     """Names of weights some module of this file holds as integer tensors: another module's ``.weight.dtype``
     can then be integer (after quantisation swapped its layers) and is no dtype for tables."""
-    if "int8" not in text and "int32" not in text and "int16" not in text and "int64" not in text:
+    # (Quantised weights are int8, or int32/int16 words packing 4-bit values; int64 is for ids.)
+    if "torch.int8" not in text and "torch.uint8" not in text and "torch.int32" not in text \
+            and "torch.int16" not in text:
         return frozenset()
-    return frozenset(m.group(1) or m.group(2) for m in _INTEGER_WEIGHT.finditer(text))
+    found = set()
+    for line in text.splitlines():
+        if "weight" in line and "dtype" in line:
+            found.update(m.group(1) or m.group(2) for m in _INTEGER_WEIGHT.finditer(line))
+    return frozenset(found)
 
 
 _FORWARD_SIGNATURE = re.compile(r"def forward\(\s*self\b([^)]*)\)")
@@ -396,6 +402,8 @@ def _positions_built(text: bytes, block: _Block, rotaries: list[bytes]) -> list[
     """In a class holding any kept rotary class, the assignment and the calls of it when the class builds positions
     itself in a way that can round them (``position_ids = (mask.cumsum(-1) - 1) * mask`` over a mask cast to the
     activations, ``torch.arange(n, dtype=inputs_embeds.dtype)``): the rotary's ``forward`` sees them."""
+    if text.find(b"cumsum(", block.begin, block.end) == -1 and text.find(b"arange(", block.begin, block.end) == -1:
+        return []
     if not any(text.find(name, block.begin, block.end) != -1 for name in rotaries):
         return []
     segment = block.text(text)
@@ -547,7 +555,10 @@ def _with_method_callers(text: bytes, blocks: list[_Block]) -> list[str]:
 
 def _code_lines(text: bytes, block: _Block) -> int:
     """The block's lines without the blank lines that separate it from the next one."""
-    return block.lines if block.lines <= SMALL_HELPER_MAX_LINES else text[block.begin:block.end].rstrip().count(b"\n") + 1
+    if block.lines <= SMALL_HELPER_MAX_LINES or block.lines > 4 * SMALL_HELPER_MAX_LINES:
+        return block.lines  # (a long block stays long: no need to look at its end)
+    tail = text[max(block.begin, block.end - 512):block.end]
+    return block.lines - tail[len(tail.rstrip()):].count(b"\n") + 1
 
 
 def _with_small_helpers(text: bytes, blocks: list[_Block],
@@ -567,9 +578,10 @@ def _with_small_helpers(text: bytes, blocks: list[_Block],
     searched = b"".join(text[begin:end] for begin, end, _ in kept)
     while searched and small:
         # One pass over the text for all the names (a search per name cost more than the parse saves).
+        names_alt = b"|".join(re.escape(b.name.encode()) for b in small)
         # Called, or mapped (``vmap(vmap(_angles, in_dims=...))`` runs ``_angles``).
-        calls = re.compile(rb"(?<![\w.])(" + b"|".join(re.escape(b.name.encode()) for b in small) + rb")\("
-                           rb"|vmap\(\s*(" + b"|".join(re.escape(b.name.encode()) for b in small) + rb")\b")
+        mapped = rb"|vmap\(\s*(" + names_alt + rb")\b" if b"vmap(" in searched else rb"|(?!)()"
+        calls = re.compile(rb"(?<![\w.])(" + names_alt + rb")\(" + mapped)
         names = {(m.group(1) or m.group(2)).decode() for m in calls.finditer(searched)}
         found = [b for b in small if b.name in names]
         small = [b for b in small if b.name not in names]

@@ -486,7 +486,10 @@ class Interpreter:
         self._current: ast.stmt | None = None  # the statement being evaluated
         self._metadata_read = False
         self._calls_by_name: dict[str, list[ast.Call]] | None = None
-        self._caller_of: dict[int, FunctionNode] = {}  # call node id -> the innermost function holding it
+        self._callers: dict[int, FunctionNode] | None = None  # call node id -> the innermost function holding it
+        self._mros: dict[str, tuple[ClassInfo, list[ClassInfo]]] = {}
+        self._analysing = False  # every class is registered (their in-file MROs no longer change)
+        self._any_vmapped = self._any_choices = False
         self._specialized: dict[int, Summary] = {}  # call node -> its callee analysed with its arguments
         # ``vmap(self._phase_at)(ids)`` -> the plain call ``self._phase_at(ids)``, made once so ids stay unique.
         self._unwrapped: dict[int, ast.Call] = {}
@@ -516,7 +519,7 @@ class Interpreter:
                 self._module_constant(stmt.targets[0].id, stmt)
             if isinstance(stmt, FUNCTION_NODES):
                 self.model.functions[stmt.name] = stmt
-                for inner in ast.walk(stmt):
+                for inner in ast.walk(stmt) if "class " in self.spans.text(stmt) else ():
                     # ``def build_rope3d(kind): class _Rope3D(nn.Module): ...; return _Rope3D``: a class factory's
                     # class is analysed like one at the top level.
                     if isinstance(inner, ast.ClassDef) and inner.name not in self.model.classes:
@@ -531,6 +534,9 @@ class Interpreter:
                     built = _built_class(self.model.functions[made], self.model.classes)
                     if built is not None:  # ``self.rotary_emb = gen_rotary_embedding(cfg)``: what that factory builds
                         info.submodules[attr] = built
+        self._analysing = True
+        self._any_vmapped = any(info.vmapped for info in self.model.classes.values())
+        self._any_choices = any(info.choices for info in self.model.classes.values())
         for name, fn in self.model.functions.items():
             self.wrappers.update(self._wrapper_kind(name, fn))
         for info in self.model.classes.values() if "autocast" in self.spans.code else ():
@@ -618,7 +624,13 @@ class Interpreter:
             info.submodules[attr] = made
 
     def _mro(self, info: ClassInfo) -> list[ClassInfo]:
-        return in_file_mro(self.model.classes, info)
+        # Asked on every ``self.<attr>`` read and call: once per class, after all classes are registered.
+        found = self._mros.get(info.name) if self._analysing else None
+        if found is None or found[0] is not info:
+            found = (info, in_file_mro(self.model.classes, info))
+            if self._analysing:
+                self._mros[info.name] = found
+        return found[1]
 
     def _find_method(self, info: ClassInfo, name: str) -> tuple[ClassInfo, FunctionNode] | None:
         for cls in self._mro(info):
@@ -1513,7 +1525,8 @@ class Interpreter:
     def _held_state(self, info: ClassInfo, sub: str, attr: str, node: ast.AST) -> Val | None:
         """``self.freqs.inv_freq`` with ``self.freqs`` a module of this file that registers ``inv_freq``: what the
         name says it holds, in the dtype module casts leave it (float32 when that class keeps it)."""
-        held = held_class(self.model.classes, info, sub)
+        made = next((c.submodules[sub] for c in self._mro(info) if sub in c.submodules), None)
+        held = self.model.classes.get(made) if made is not None else None
         entry = self._find_state(held, attr) if held is not None else None
         if entry is None or not entry.ref.follows_module_casts:
             return None
@@ -1675,7 +1688,8 @@ class Interpreter:
 
     def _other_choices(self, func: ast.expr, frame: Frame) -> list[Summary]:
         """Entry-method summaries of the other classes ``self.<attr>`` may hold (built on another branch)."""
-        if frame.cls is None or not (isinstance(func, ast.Attribute) and _self_attr(func) is not None):
+        if not self._any_choices or frame.cls is None or not (isinstance(func, ast.Attribute)
+                                                              and _self_attr(func) is not None):
             return []
         choices = next((c.choices[func.attr] for c in self._mro(frame.cls) if func.attr in c.choices), ())
         main = held_class(self.model.classes, frame.cls, func.attr)
@@ -1780,7 +1794,8 @@ class Interpreter:
             # ``vmap(self._phase_at)(flat_ids)``: per element, the function does what a plain call does.
             return self._call(self._rewritten(node, lambda: ast.Call(func=func.args[0], args=node.args,
                                                                      keywords=node.keywords)), frame)
-        if isinstance(func, ast.Attribute) and frame.cls is not None and _self_attr(func) is not None:
+        if self._any_vmapped and isinstance(func, ast.Attribute) and frame.cls is not None \
+                and _self_attr(func) is not None:
             mapped = next((c.vmapped[func.attr] for c in self._mro(frame.cls) if func.attr in c.vmapped), None)
             if mapped is not None:
                 # ``self._batched_angles(t, inv_freq)`` with ``__init__`` building it as ``vmap(vmap(_angles))``.
@@ -1952,11 +1967,9 @@ class Interpreter:
                                                                      attr="chosen_dtype", ctx=ast.Load()),
                                                        found["dtype"])
                 return found
-        if isinstance(node, ast.Name) and frame.scope.node is not None:
+        if isinstance(node, ast.Name) and frame.scope.node is not None and node.id not in frame.scope.params:
             # ``dd = {"device": device, "dtype": torch.float32}`` once in this function, then ``arange(0.5, H, **dd)``.
-            assigned = [st.value for st in ast.walk(frame.scope.node) if isinstance(st, (ast.Assign, ast.AnnAssign))
-                        and any(isinstance(t, ast.Name) and t.id == node.id
-                                for t in (st.targets if isinstance(st, ast.Assign) else [st.target]))]
+            assigned = _assigned_values(frame.scope.node, node.id)
             if len(assigned) == 1 and isinstance(assigned[0], ast.Dict):
                 return self._unpacked(assigned[0], frame)
         out: dict[str, ast.expr] = {}
@@ -2785,9 +2798,6 @@ class Interpreter:
                     name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
                     if name is not None:
                         self._calls_by_name.setdefault(name, []).append(node)
-                elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    # ``ast.walk`` reaches an outer function first: an inner one overwrites it for its own calls.
-                    self._caller_of.update((id(n), node) for n in ast.walk(node) if isinstance(n, ast.Call))
         name = fn.name
         public = not name.startswith("_") or name.startswith("__")
         if public and not re.search(r"inv_freq|freq|rope|rotary|_cis|sincos|cos_sin|_t_|grid|coord|pos", name):
@@ -2805,10 +2815,24 @@ class Interpreter:
             given = next((k.value for k in call.keywords if k.arg == param), None)
             if given is None and index is not None and index < len(call.args):
                 given = call.args[index]
-            if given is not None and not _full_dtype_expr(self._caller_of.get(id(call)), given) \
+            caller = self._caller_of(call) if isinstance(given, (ast.Name, ast.IfExp)) else None
+            if given is not None and not _full_dtype_expr(caller, given) \
                     and not self._float32_property(given):
                 return False
         return bool(calls)
+
+    def _caller_of(self, call: ast.Call) -> FunctionNode | None:
+        """The innermost function holding ``call`` (one pass over the module, when first asked)."""
+        if self._callers is None:
+            self._callers = {}
+            todo: list[tuple[ast.AST, FunctionNode | None]] = [(self.module, None)]
+            while todo:
+                node, owner = todo.pop()
+                if isinstance(node, ast.Call) and owner is not None:
+                    self._callers[id(node)] = owner
+                inner = node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else owner
+                todo.extend((child, inner) for child in ast.iter_child_nodes(node))
+        return self._callers.get(id(call))
 
     def _float32_property(self, node: ast.expr) -> bool:
         """``self.dtype`` where every class of the file that defines ``dtype`` makes it a property returning
