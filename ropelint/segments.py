@@ -350,13 +350,6 @@ def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes], glue: tup
             if call.group(1) in held and embeddings and re.search(
                     rf"self\.(?:{'|'.join(embeddings)})\(\s*{call.group(2)}\s*\)", segment):
                 found += [held[call.group(1)], call.group(0)]
-    if held and not found and (_RANGE_IN_A_DTYPE.search(segment) or "cumsum(" in segment):
-        # ``cache_position = torch.arange(past, past + n, dtype=inputs_embeds.dtype)`` (or ``position_ids =
-        # attention_mask.cumsum(-1) - 1`` over a mask cast to the activations) in the model that calls
-        # ``self.rotary_emb(hidden_states, position_ids)``: positions rounded before the rotary sees them.
-        for attr, text in held.items():
-            if f"self.{attr}(" in segment:
-                found += [text, f"self.{attr}("]
     glued = [g for g in glue if g in segment] if held and not found else []
     if held and not found and (glued or _GLUE_CAST.search(segment)):
         # ``cos.to(position_ids)``, ``position_ids.to(hidden_states.dtype)`` around the call, or a call of a function
@@ -728,7 +721,7 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
         takers += [f"{name}(".encode() for name, b in functions.items() if b.lines <= WRAPPER_MAX_LINES
                    and any(re.search(rb"\breturn\s+" + re.escape(t), text[b.begin:b.end]) for t in takers)]
     # Functions that cast what they are handed to the ids (``cos.to(position_ids)`` in ``apply_rotary_pos_emb``).
-    glue = tuple(f"{name}(" for name, b in functions.items() if takers and _takes_tables(b.text(text))
+    glue = tuple(f"{name}(" for name, b in functions.items() if _takes_tables(b.text(text))
                  and _GLUE_CAST.search(b.text(text))) if takers else ()
     dtype_takers = [f"{b.name}(".encode() for b in blocks if b.name and b.interesting and b.head.startswith("class ")
                     and _forward_takes_dtype(b.text(text))]
