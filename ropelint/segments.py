@@ -407,6 +407,19 @@ def _positions_built(text: bytes, block: _Block, rotaries: list[bytes]) -> list[
             for part in (assignment, f"self.{attr}(")]
 
 
+_COUNTED_IDS = re.compile(r"\b(?:position_ids|cache_position)\s*=\s*[^\n]*\b(?:cumsum|arange)\(")
+
+
+def _ids_counted(text: bytes, block: _Block, rotaries: list[bytes]) -> list[str]:
+    """In any class of a file with a kept rotary, a method that counts position ids itself
+    (``position_ids = attention_mask.cumsum(-1) - 1`` in ``prepare_inputs_for_generation``): their dtype is the
+    count's, which may be the model's."""
+    if not rotaries or text.find(b"position", block.begin, block.end) == -1:
+        return []
+    segment = block.text(text)
+    return [m.group(0) for m in _COUNTED_IDS.finditer(segment)]
+
+
 def _dtype_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[str]:
     """In a class that holds a kept rotary class whose ``forward`` takes a ``dtype`` (``takers``), the text of
     that assignment and of a call handing it one (``self.rotary_emb(position_ids, dtype=self.q_proj.weight.dtype)``):
@@ -745,7 +758,7 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
             calls = [*calls, *held] if held else calls
         if is_class:  # kept or not, a class that hands ids to a rotary keeps the methods that do it
             holder = _token_ids_handed(text, block, takers, glue) or _dtype_handed(text, block, dtype_takers) \
-                or _positions_built(text, block, rotaries)
+                or _positions_built(text, block, rotaries) or _ids_counted(text, block, rotaries)
             if holder:
                 interesting, calls = True, [*kept_functions, *holder]
         if not interesting:

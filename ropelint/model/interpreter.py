@@ -274,6 +274,9 @@ class FileModel:
     helper_trigs: list[TrigInHelper] = field(default_factory=list)
     # Positions made 16-bit-able in a caller and used as positions by a same-file callee.
     helper_positions: list[TrigInHelper] = field(default_factory=list)
+    # Position ids counted in a 16-bit-able dtype and assigned to ``position_ids``/``cache_position`` (``callee``
+    # holds the name): handed on to a rotary the file may not connect to them.
+    counted_ids: list[TrigInHelper] = field(default_factory=list)
     # Module state handed to a same-file function that uses it as the frequencies of its phase.
     helper_freqs: list[TrigInHelper] = field(default_factory=list)
     # Module state raised to a power that grows with the position (xPos scales).
@@ -929,6 +932,12 @@ class Interpreter:
             items = self._items_of(stmt.value, frame)
             for target in stmt.targets:
                 self._bind(target, val, items, frame, source=stmt)
+            if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                    and stmt.targets[0].id in _HANDED_ON_IDS and val.has(Role.POSITIONS) \
+                    and val.dtype.can_be_16bit and _counted(val.site):
+                # ``position_ids = attention_mask.cumsum(-1) - 1`` over a mask cast to the model's dtype, in a
+                # ``prepare_inputs_for_generation`` that hands them to whichever forward takes them.
+                self.model.counted_ids.append(TrigInHelper(stmt.value, val, stmt.targets[0].id, frame.scope))
         elif isinstance(stmt, ast.AnnAssign):
             if stmt.value is not None:
                 val = self._eval(stmt.value, frame)
@@ -3533,6 +3542,14 @@ def _scaled_positions_param(left: Val, right: Val, op: ast.operator) -> str | No
         if positions.roles == {Role.POSITIONS} and positions.param is not None and factor.has(Role.SCALAR):
             return positions.param
     return None
+
+
+_HANDED_ON_IDS = frozenset({"position_ids", "cache_position"})
+
+
+def _counted(site: ast.AST | None) -> bool:
+    """A count over a mask (``mask.cumsum(-1)``, ``torch.cumsum(mask, -1)``) or a range: how ids are made."""
+    return isinstance(site, ast.Call) and (dotted(site.func) or [""])[-1] in ("cumsum", "arange")
 
 
 def _zipped_columns(it: ast.expr, target: ast.expr) -> list[ast.expr | None] | None:

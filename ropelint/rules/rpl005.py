@@ -4,7 +4,7 @@ import ast
 
 from ..diagnostics import FixPlan, Replace
 from ..model.names import dotted
-from .base import Rule, RuleContext, later_loads
+from .base import Rule, RuleContext, append_keyword, later_loads
 from .callsite import caller_dtype_fix, calls_of, enclosing_function
 from .casts import float32_fix
 
@@ -33,6 +33,16 @@ class LowPrecisionPositions(Rule):
                     # Built in a dtype the callers pass: passing float32 at this file's calls may be safe.
                     fix = caller_dtype_fix(ctx, site) or _int64_ids_fix(ctx, site) or fix
                 ctx.report(self.code, site, message, scope, fix)
+        reported = {id(site) for pos, _, _, _ in uses if pos.dtype.can_be_16bit for site in pos.sites}
+        for counted in ctx.model.counted_ids:
+            site = counted.arg.site
+            if site is None or id(site) in reported:
+                continue
+            reported.add(id(site))
+            message = (f"`{counted.callee}` counted in a dtype that can be 16-bit here and handed on as position ids: "
+                       f"the rotary that takes them gets rounded positions (bfloat16 cannot tell 256 from 257; "
+                       f"8184..8195 all become 8192)")
+            ctx.report(self.code, site, message, counted.scope, _int64_count_fix(ctx, site))
 
 
 def _only_into_phase_helpers(ctx: RuleContext, site: ast.AST, helper_calls: set[int]) -> bool:
@@ -99,3 +109,15 @@ def _int64_ids_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
     torch, imports = ctx.torch_name()
     return FixPlan("safe", f"build the ids as `{torch}.long` (int64, what position ids are everywhere else; the "
                            f"rotary widens them)", (Replace(chosen.value, f"{torch}.long"), *imports))
+
+
+def _int64_count_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
+    """``attention_mask.cumsum(-1)`` -> ``attention_mask.cumsum(-1, dtype=torch.long)``: ids counted in int64, as
+    an integer mask counts them (a float mask stays as it is for the attention bias)."""
+    if not isinstance(site, ast.Call):
+        return None
+    torch, imports = ctx.torch_name()
+    chosen = next((k for k in site.keywords if k.arg == "dtype"), None)
+    edit = Replace(chosen.value, f"{torch}.long") if chosen is not None else \
+        Replace(site, append_keyword(ctx, site, f"dtype={torch}.long"))
+    return FixPlan("safe", "count the ids in int64 (what position ids are; the rotary widens them)", (edit, *imports))
