@@ -407,7 +407,8 @@ def _positions_built(text: bytes, block: _Block, rotaries: list[bytes]) -> list[
             for part in (assignment, f"self.{attr}(")]
 
 
-_COUNTED_IDS = re.compile(r"\b(?:position_ids|cache_position)\s*=\s*[^\n]*\b(?:cumsum|arange)\(")
+_COUNTED_IDS = re.compile(r"\b(?:position_ids|cache_position)\s*=\s*[^\n]*\b(?:cumsum|arange)\("
+                          r"|[\"'](?:position_ids|cache_position)[\"']\s*:")
 
 
 def _ids_counted(text: bytes, block: _Block, rotaries: list[bytes]) -> list[str]:
@@ -417,7 +418,9 @@ def _ids_counted(text: bytes, block: _Block, rotaries: list[bytes]) -> list[str]
     if not rotaries or text.find(b"position", block.begin, block.end) == -1:
         return []
     segment = block.text(text)
-    return [m.group(0) for m in _COUNTED_IDS.finditer(segment)]
+    found = [m.group(0) for m in _COUNTED_IDS.finditer(segment)]
+    # (and ``__init__``, which sets what ``self.dtype`` they may be counted in)
+    return [*found, "def __init__("] if found else []
 
 
 def _dtype_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[str]:

@@ -4328,3 +4328,21 @@ def test_position_ids_counted_in_generation_glue_are_counted_in_int64():
     fixed = fix_text("lm.py", textwrap.dedent(source), ALL, unsafe=False).fixed
     assert "position_ids = attention_mask.cumsum(-1, dtype=torch.long) - 1" in fixed and _found(fixed) == {}
     assert _found(source.replace("attention_mask.to(self.dtype)", "attention_mask.long()")) == {}
+    collator = source + '''
+
+
+        class PackedCollator:
+            def __init__(self, dtype=torch.float16):
+                self.dtype = dtype
+
+            def __call__(self, docs):
+                input_ids, positions = [], []
+                for doc in docs:
+                    input_ids.append(doc)
+                    positions.append(torch.arange(doc.numel(), dtype=self.dtype))
+                return {"input_ids": torch.cat(input_ids)[None], "position_ids": torch.cat(positions)[None]}
+        '''
+    found = _found(collator)
+    assert found.get((42, "RPL005")) == "safe"  # the packing collator's fp16 ranges, returned as "position_ids"
+    # Another name is not position ids (a rolling hash's powers, ALiBi's ranges).
+    assert (42, "RPL005") not in _found(collator.replace('"position_ids": torch.cat(positions)', '"powers": torch.cat(positions)'))

@@ -932,12 +932,10 @@ class Interpreter:
             items = self._items_of(stmt.value, frame)
             for target in stmt.targets:
                 self._bind(target, val, items, frame, source=stmt)
-            if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
-                    and stmt.targets[0].id in _HANDED_ON_IDS and val.has(Role.POSITIONS) \
-                    and val.dtype.can_be_16bit and _counted(val.site):
+            if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                 # ``position_ids = attention_mask.cumsum(-1) - 1`` over a mask cast to the model's dtype, in a
                 # ``prepare_inputs_for_generation`` that hands them to whichever forward takes them.
-                self.model.counted_ids.append(TrigInHelper(stmt.value, val, stmt.targets[0].id, frame.scope))
+                self._handed_on_ids(stmt.targets[0].id, stmt.value, val, frame)
         elif isinstance(stmt, ast.AnnAssign):
             if stmt.value is not None:
                 val = self._eval(stmt.value, frame)
@@ -965,6 +963,11 @@ class Interpreter:
             if stmt.value is not None:
                 val = self._eval(stmt.value, frame)
                 frame.returns.append(val)
+                for key, value in zip(*((stmt.value.keys, stmt.value.values) if isinstance(stmt.value, ast.Dict)
+                                        else ((), ()))):
+                    # ``return {"position_ids": torch.cat(positions)[None], ...}`` from a packing collator.
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value in _HANDED_ON_IDS:
+                        self._handed_on_ids(key.value, value, self._eval(value, frame), frame)
                 items = self._items_of(stmt.value, frame)
                 if items is not None:
                     frame.return_items.append(items)
@@ -1685,6 +1688,11 @@ class Interpreter:
         return isinstance(value, ast.Call) and bool(value.args) \
             and (qualname(value.func, self.imports) or "") == "functools.partial" \
             and (qualname(value.args[0], self.imports) or "").startswith("torch.")
+
+    def _handed_on_ids(self, name: str, node: ast.expr, val: Val, frame: Frame) -> None:
+        """Position ids counted (a mask's cumsum, a range) in a 16-bit-able dtype and handed on under an ids name."""
+        if name in _HANDED_ON_IDS and val.has(Role.POSITIONS) and val.dtype.can_be_16bit and _counted(val.site):
+            self.model.counted_ids.append(TrigInHelper(node, val, name, frame.scope))  # type: ignore[arg-type]
 
     def _own_instance(self, name: str, frame: Frame) -> bool:
         """``rope = cls(...)`` (or ``RotaryEmbedding(...)``) assigned once in a method of that class: a classmethod
