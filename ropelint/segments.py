@@ -409,16 +409,23 @@ def _positions_built(text: bytes, block: _Block, rotaries: list[bytes]) -> list[
 
 _COUNTED_IDS = re.compile(r"\b(?:position_ids|cache_position)\s*=\s*[^\n]*\b(?:cumsum|arange)\("
                           r"|[\"'](?:position_ids|cache_position)[\"']\s*:")
+# A mask or range put in a floating dtype the model chooses: ``attention_mask.to(self.dtype)``.
+_CAST_TO_A_DTYPE = re.compile(r"\.to\(\s*(?:dtype\s*=\s*)?(?:self\.dtype|[\w.]+\.dtype|torch\.(?:float16|bfloat16|half))\s*\)")
 
 
 def _ids_counted(text: bytes, block: _Block, rotaries: list[bytes]) -> list[str]:
     """In any class of a file with a kept rotary, a method that counts position ids itself
     (``position_ids = attention_mask.cumsum(-1) - 1`` in ``prepare_inputs_for_generation``): their dtype is the
     count's, which may be the model's."""
-    if not rotaries or text.find(b"position", block.begin, block.end) == -1:
+    if not rotaries or (text.find(b"cumsum(", block.begin, block.end) == -1
+                        and text.find(b"arange(", block.begin, block.end) == -1) \
+            or (text.find(b"position_ids", block.begin, block.end) == -1
+                and text.find(b"cache_position", block.begin, block.end) == -1):
         return []
     segment = block.text(text)
     found = [m.group(0) for m in _COUNTED_IDS.finditer(segment)]
+    if found and _CAST_TO_A_DTYPE.search(segment) is None and _RANGE_IN_A_DTYPE.search(segment) is None:
+        return []  # ids counted from an integer mask or range (the usual ``attention_mask.long().cumsum(-1)``)
     # (and ``__init__``, which sets what ``self.dtype`` they may be counted in)
     return [*found, "def __init__("] if found else []
 
@@ -476,9 +483,13 @@ class _Block:
     interesting: bool = False
     # Kept for calling a rotary-named method of a kept class: its ``__init__`` says what ``self.<attr>`` holds.
     calls_rotary_method: bool = False
+    decoded: str | None = None  # the block's text, once some check has needed it
 
     def text(self, source: bytes) -> str:
-        return source[self.begin:self.end].decode("utf-8", "surrogatepass")
+        # Several holder checks read the same class: decode it once.
+        if self.decoded is None:
+            self.decoded = source[self.begin:self.end].decode("utf-8", "surrogatepass")
+        return self.decoded
 
 
 def _split_lines(text: str) -> list[str]:

@@ -4338,11 +4338,12 @@ def test_position_ids_counted_in_generation_glue_are_counted_in_int64():
             def __call__(self, docs):
                 input_ids, positions = [], []
                 for doc in docs:
+                    n = doc.numel()
                     input_ids.append(doc)
-                    positions.append(torch.arange(doc.numel(), dtype=self.dtype))
+                    positions.append(torch.arange(n, dtype=self.dtype))
                 return {"input_ids": torch.cat(input_ids)[None], "position_ids": torch.cat(positions)[None]}
         '''
     found = _found(collator)
-    assert found.get((42, "RPL005")) == "safe"  # the packing collator's fp16 ranges, returned as "position_ids"
+    assert found.get((43, "RPL005")) == "safe"  # the packing collator's fp16 ranges, returned as "position_ids"
     # Another name is not position ids (a rolling hash's powers, ALiBi's ranges).
-    assert (42, "RPL005") not in _found(collator.replace('"position_ids": torch.cat(positions)', '"powers": torch.cat(positions)'))
+    assert (43, "RPL005") not in _found(collator.replace('"position_ids": torch.cat(positions)', '"powers": torch.cat(positions)'))
