@@ -21,6 +21,25 @@ def _found(source: str) -> dict[tuple[int, str], str | None]:
     return {(d.line, d.code): (d.fix.safety if d.fix else None) for d in result.diagnostics}
 
 
+# A correct rotary (float32 frequencies and positions, tables cast to the activation): several tests hand it
+# something wrong from a holder.
+_CORRECT_ROTARY = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=32, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, x, position_ids):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                freqs = position_ids[..., None].float() * inv_freq
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+'''
+
+
 def test_dtype_names_imported_from_torch_are_dtypes():
     """`from torch import arange, float32`: `arange(0, d, 2, dtype=float32)` is float32 (no RPL006), and
     `dtype=bfloat16` positions are 16-bit (RPL005, fixed with an added `import torch`)."""
@@ -3598,20 +3617,7 @@ def test_a_rotary_built_through_a_factory_function_is_held():
     """llm-foundry: `self.rotary_emb = gen_rotary_embedding(cfg)` where the factory returns the rotary class; the
     holder then calls `self.rotary_emb(input_ids, pos)`, handing the int64 token ids as the activation whose dtype
     the tables take (held-out: 1.0)."""
-    source = '''\
-        import torch
-        from torch import nn
-
-
-        class Rotary(nn.Module):
-            def __init__(self, dim=32, base=10000.0):
-                super().__init__()
-                self.dim, self.base = dim, base
-
-            def forward(self, x, position_ids):
-                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
-                freqs = position_ids[..., None].float() * inv_freq
-                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+    source = _CORRECT_ROTARY + '''\
 
 
         def gen_rotary_embedding(dim):
@@ -3635,20 +3641,7 @@ def test_a_model_counting_positions_over_a_mask_in_the_activation_dtype_holds_it
     """Falcon-style left padding: `attention_mask = attention_mask.to(inputs_embeds.dtype)` then `position_ids =
     attention_mask.cumsum(-1) - 1` in the model that calls its rotary (held-out: 2.0 in bf16); found in the
     model class, which has no rotary vocabulary of its own."""
-    source = '''\
-        import torch
-        from torch import nn
-
-
-        class Rotary(nn.Module):
-            def __init__(self, dim=32, base=10000.0):
-                super().__init__()
-                self.dim, self.base = dim, base
-
-            def forward(self, x, position_ids):
-                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
-                freqs = position_ids[..., None].float() * inv_freq
-                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+    source = _CORRECT_ROTARY + '''\
 
 
         class Model(nn.Module):
@@ -4254,20 +4247,7 @@ def test_cache_position_built_in_the_activation_dtype_becomes_int64():
     """`cache_position = torch.arange(past, past + n, dtype=inputs_embeds.dtype)` in a model whose ids also index
     caches and build masks: float32 could not index, so the fix makes them int64, what they are everywhere else
     (held-out Qwen2-like model: 2.0 before, the bf16 floor 0.0021 after, prefill and decode run)."""
-    source = '''\
-        import torch
-        from torch import nn
-
-
-        class Rotary(nn.Module):
-            def __init__(self, dim=32, base=10000.0):
-                super().__init__()
-                self.dim, self.base = dim, base
-
-            def forward(self, x, position_ids):
-                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
-                freqs = position_ids[..., None].float() * inv_freq
-                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+    source = _CORRECT_ROTARY + '''\
 
 
         class Model(nn.Module):
@@ -4292,20 +4272,7 @@ def test_position_ids_counted_in_generation_glue_are_counted_in_int64():
     attention_mask.cumsum(-1) - 1` from it, then returning them in a dict for the model's forward (held-out: 2.0 in
     bf16, 0.0021 after the fix, int64 ids): found where they are counted, although no call connects them to the
     rotary; counted in int64."""
-    source = '''\
-        import torch
-        from torch import nn
-
-
-        class Rotary(nn.Module):
-            def __init__(self, dim=32, base=10000.0):
-                super().__init__()
-                self.dim, self.base = dim, base
-
-            def forward(self, x, position_ids):
-                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
-                freqs = position_ids[..., None].float() * inv_freq
-                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+    source = _CORRECT_ROTARY + '''\
 
 
         class CausalLM(nn.Module):
