@@ -496,6 +496,7 @@ class Interpreter:
         self._specialized: dict[int, Summary] = {}  # call node -> its callee analysed with its arguments
         # ``vmap(self._phase_at)(ids)`` -> the plain call ``self._phase_at(ids)``, made once so ids stay unique.
         self._unwrapped: dict[int, ast.Call] = {}
+        self._wrapped: dict[int, ast.Call] = {}  # and back: events name the call as the source has it
         self._range_wrappers: dict[str, ast.Call | None] = {}  # same-file function -> the range it only returns
         self._embedding_lookups: dict[tuple[int, str], str | None] = {}  # (function, ids name) -> embedding attr
         # Module-level ``NAME = {"dtype": torch.float32, ...}``: keyword arguments that ``**NAME`` passes.
@@ -966,7 +967,7 @@ class Interpreter:
                 for key, value in zip(*((stmt.value.keys, stmt.value.values) if isinstance(stmt.value, ast.Dict)
                                         else ((), ()))):
                     # ``return {"position_ids": torch.cat(positions)[None], ...}`` from a packing collator.
-                    if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value in _HANDED_ON_IDS:
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value in HANDED_ON_IDS:
                         self._handed_on_ids(key.value, value, self._eval(value, frame), frame)
                 items = self._items_of(stmt.value, frame)
                 if items is not None:
@@ -1669,7 +1670,8 @@ class Interpreter:
         """The plain call a wrapped one stands for (``vmap(f)(x)`` -> ``f(x)``), built once per call node so that
         what the analysis records about it stays one node; it keeps the original's position and arguments."""
         if id(node) not in self._unwrapped:
-            self._unwrapped[id(node)] = ast.copy_location(build(), node)
+            plain = self._unwrapped[id(node)] = ast.copy_location(build(), node)
+            self._wrapped[id(plain)] = node
         return self._unwrapped[id(node)]
 
     def _activation_dtype(self, node: ast.expr, frame: Frame) -> bool:
@@ -1691,7 +1693,7 @@ class Interpreter:
 
     def _handed_on_ids(self, name: str, node: ast.expr, val: Val, frame: Frame) -> None:
         """Position ids counted (a mask's cumsum, a range) in a 16-bit-able dtype and handed on under an ids name."""
-        if name in _HANDED_ON_IDS and val.has(Role.POSITIONS) and val.dtype.can_be_16bit and _counted(val.site):
+        if name in HANDED_ON_IDS and val.has(Role.POSITIONS) and val.dtype.can_be_16bit and _counted(val.site):
             self.model.counted_ids.append(TrigInHelper(node, val, name, frame.scope))  # type: ignore[arg-type]
 
     def _own_instance(self, name: str, frame: Frame) -> bool:
@@ -2103,6 +2105,7 @@ class Interpreter:
                 # ``_cs(grid, f)`` with an integer grid, where ``_cs`` ends in ``.type_as(p)``.
                 self.model.casts.append(dataclasses.replace(cast, target=dtype_val(Dt.INT).evolve(param=name)))
         callee = (dotted(node.func) or ["?"])[-1]
+        node = self._wrapped.get(id(node), node)  # ``vmap(f)(t)`` is reported, and fixed, as written
         for name, val in bound.items():
             if name in summary.freq_params:
                 if val.param is not None:
@@ -3552,7 +3555,7 @@ def _scaled_positions_param(left: Val, right: Val, op: ast.operator) -> str | No
     return None
 
 
-_HANDED_ON_IDS = frozenset({"position_ids", "cache_position"})
+HANDED_ON_IDS = frozenset({"position_ids", "cache_position"})
 
 
 def _counted(site: ast.AST | None) -> bool:

@@ -400,11 +400,12 @@ def rebuilds_that_can_fail(ctx: RuleContext) -> None:
                                                   f"would reject"))
 
 
-__all__ = ["InvFreqInModuleState", "Role"]
-
-
 def _through_submodule(read: StateRead) -> bool:
     """Read as ``self.<module>.<state>``: state another class of this file registered."""
     node = read.node
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) \
         and isinstance(node.value.value, ast.Name) and node.value.value.id == "self"
+
+
+__all__ = ["InvFreqInModuleState", "Role"]
+

@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 
 from ..diagnostics import FixPlan, Replace
+from ..model.interpreter import HANDED_ON_IDS
 from ..model.names import dotted
 from .base import Rule, RuleContext, append_keyword, later_loads
 from .callsite import caller_dtype_fix, calls_of, enclosing_function
@@ -15,10 +16,7 @@ class LowPrecisionPositions(Rule):
     def check(self, ctx: RuleContext) -> None:
         uses = [(p.positions, p.node, p.scope, "the phase") for p in ctx.model.products]
         uses += [(h.arg, h.call, h.scope, f"`{h.callee}`, which forms the phase") for h in ctx.model.helper_positions]
-        # Calls by their argument nodes: a call the analysis read through ``vmap`` or ``functools.partial`` is a
-        # rewritten node that shares the original's arguments.
-        helper_calls = {id(h.call) for h in ctx.model.helper_positions} \
-            | {id(a) for h in ctx.model.helper_positions for a in h.call.args}
+        helper_calls = {id(h.call) for h in ctx.model.helper_positions}
         for pos, used_at, scope, what in uses:
             if not pos.dtype.can_be_16bit:
                 continue
@@ -42,7 +40,8 @@ class LowPrecisionPositions(Rule):
             message = (f"`{counted.callee}` counted in a dtype that can be 16-bit here and handed on as position ids: "
                        f"the rotary that takes them gets rounded positions (bfloat16 cannot tell 256 from 257; "
                        f"8184..8195 all become 8192)")
-            ctx.report(self.code, site, message, counted.scope, _int64_count_fix(ctx, site))
+            ctx.report(self.code, site, message, counted.scope,
+                       _int64_fix(ctx, site, "count the ids in int64 (what position ids are; the rotary widens them)"))
 
 
 def _only_into_phase_helpers(ctx: RuleContext, site: ast.AST, helper_calls: set[int]) -> bool:
@@ -53,7 +52,7 @@ def _only_into_phase_helpers(ctx: RuleContext, site: ast.AST, helper_calls: set[
     in the file is such an argument (``self._axis_freqs(self._axis_positions(h, ...))``)."""
     stmt = ctx.model.statement_of.get(id(site))
     for call in _calls_in(stmt):
-        if (id(call) in helper_calls or id(site) in helper_calls) and any(a is site for a in call.args):
+        if id(call) in helper_calls and any(a is site for a in call.args):
             return True
     owner = enclosing_function(ctx, stmt) if stmt is not None else None
     if owner is None or not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1 \
@@ -66,7 +65,7 @@ def _only_into_phase_helpers(ctx: RuleContext, site: ast.AST, helper_calls: set[
         user = ctx.model.statement_of.get(id(load))
         rebinds = isinstance(user, ast.Assign) and [ast.unparse(t) for t in user.targets] == [name]
         # ``t_pos = t_pos[:, :, None].expand(...)`` then ``self._section_angles(t_pos, ...)``: straight in.
-        into = any((id(c) in helper_calls or id(load) in helper_calls) and load in c.args for c in _calls_in(user))
+        into = any(id(c) in helper_calls and load in c.args for c in _calls_in(user))
         # ``return self.forward(t)`` hands the positions to the phase; only a bare ``return t`` gives them away.
         returned = returned or (isinstance(user, ast.Return) and not into)
         handed = handed or into
@@ -91,7 +90,8 @@ def _in_test(fn: ast.AST, node: ast.AST) -> bool:
         n.test if isinstance(n, (ast.If, ast.While)) else n)) for n in ast.walk(fn))
 
 
-_IDS_NAMES = ("cache_position", "position_ids", "positions")
+# Where position ids live: the interpreter's names for ids handed on, and the plain ``positions``.
+_IDS_NAMES = (*HANDED_ON_IDS, "positions")
 
 
 def _int64_ids_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
@@ -106,18 +106,18 @@ def _int64_ids_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
     chosen = next((k for k in site.keywords if k.arg == "dtype"), None)
     if chosen is None or not (isinstance(chosen.value, ast.Attribute) and chosen.value.attr == "dtype"):
         return None
-    torch, imports = ctx.torch_name()
-    return FixPlan("safe", f"build the ids as `{torch}.long` (int64, what position ids are everywhere else; the "
-                           f"rotary widens them)", (Replace(chosen.value, f"{torch}.long"), *imports))
+    return _int64_fix(ctx, site, "build the ids as int64 (what position ids are everywhere else; the rotary widens "
+                                 "them)")
 
 
-def _int64_count_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
-    """``attention_mask.cumsum(-1)`` -> ``attention_mask.cumsum(-1, dtype=torch.long)``: ids counted in int64, as
-    an integer mask counts them (a float mask stays as it is for the attention bias)."""
+def _int64_fix(ctx: RuleContext, site: ast.AST, description: str) -> FixPlan | None:
+    """The range or count ``site`` made in int64: its ``dtype=`` becomes ``torch.long``, or is added
+    (``attention_mask.cumsum(-1, dtype=torch.long)``: counted in int64, as an integer mask counts; a float mask stays
+    as it is for the attention bias)."""
     if not isinstance(site, ast.Call):
         return None
     torch, imports = ctx.torch_name()
     chosen = next((k for k in site.keywords if k.arg == "dtype"), None)
     edit = Replace(chosen.value, f"{torch}.long") if chosen is not None else \
         Replace(site, append_keyword(ctx, site, f"dtype={torch}.long"))
-    return FixPlan("safe", "count the ids in int64 (what position ids are; the rotary widens them)", (edit, *imports))
+    return FixPlan("safe", description, (edit, *imports))
