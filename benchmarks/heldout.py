@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Score ropelint on a held-out round: detection, the safe fix, and the numbers after it.
+
+A round is a folder written by someone who never read ropelint's code::
+
+    ROUND/cases/NN_name.py      model source files, buggy or correct
+    ROUND/harness/NN_name.py    build(mod, head_dim, base) -> object a user would convert
+                                tables(mod, obj, positions, x_dtype) -> (cos, sin), [S, head_dim // 2]
+                                optional inv_freq64(head_dim, base) for frequencies that are not
+                                base ** (-arange(0, d, 2) / d)
+    ROUND/MANIFEST.json         [{"file": "cases/NN_name.py", "verdict": "buggy" | "correct", ...}]
+
+For each round the script
+
+1. checks the originals (``ropelint check --format json``), with this checkout and, with
+   ``--base DIR``, with another checkout (a ``git worktree`` of an earlier commit);
+2. copies the cases to ``--work``, runs ``ropelint fix --write`` (safe fixes only), then a
+   second ``ropelint fix`` that must change nothing, ``py_compile``s every file and checks
+   the fixed files again;
+3. drives every case through its harness, original and fixed, in the matrix of ROPE_NOTES
+   section 4: the object converted to float16/bfloat16, converted back or not, autocast
+   off/cpu-bf16/cpu-fp16, at (64, 1e4) and (128, 5e5): 24 cases, plus 6 float32 controls,
+   against float64 cos/sin with the per-position tolerance of ``ropelint probe``.
+
+One line per file goes to stdout (``ok``, ``MISS``, ``FLAG``, ``LEFT``, ``NUM``,
+``SECOND``, ``COMPILE``); ``--json OUT`` keeps everything. Each numeric run is a subprocess
+with a time limit, so a harness that hangs or crashes costs one line, not the round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import py_compile
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+PAIRS = ((64, 1e4), (128, 5e5))
+CONVERSIONS = ("float16", "bfloat16")
+AUTOCASTS = ("off", "cpu-bf16", "cpu-fp16")
+
+
+def _ropelint(args: list[str], cwd: Path, base: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if base is not None:
+        env["PYTHONPATH"] = str(base)
+    return subprocess.run([sys.executable, "-m", "ropelint", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _findings(folder: Path, base: Path | None = None) -> dict[str, list[str]]:
+    done = _ropelint(["check", ".", "--format", "json", "--no-cache", "--exit-zero"], folder, base)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"ropelint check failed in {folder}:\n{done.stderr}")
+    found: dict[str, list[str]] = {}
+    for item in json.loads(done.stdout or "[]"):
+        safety = (item.get("fix") or {}).get("safety", "none")
+        found.setdefault(Path(item["path"]).name, []).append(
+            f"{item['code']}:{item['line']}:{safety}")
+    return found
+
+
+# --- the numeric matrix (runs in a child process per case file) --------------------------
+
+
+def _load(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(f"heldout_{uuid.uuid4().hex}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _matrix(case: Path, harness_path: Path) -> dict[str, Any]:
+    import torch
+
+    from ropelint.probe.matrix import default_positions
+    from ropelint.probe.tolerance import trig_tolerance
+
+    harness = _load(harness_path)
+    positions = torch.tensor(default_positions(), dtype=torch.int64)
+    dtypes = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+    rows: list[dict[str, Any]] = []
+    for head_dim, base in PAIRS:
+        if hasattr(harness, "inv_freq64"):
+            inv = harness.inv_freq64(head_dim, base).to(torch.float64)
+        else:
+            inv = 1.0 / (float(base) ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+        phase = positions.to(torch.float64)[:, None] * inv
+        ref_cos, ref_sin = phase.cos(), phase.sin()
+        cases = [("float32", False, a) for a in AUTOCASTS]
+        cases += [(c, back, a) for c in CONVERSIONS for back in (False, True) for a in AUTOCASTS]
+        for conversion, back, autocast in cases:
+            row: dict[str, Any] = {"pair": [head_dim, base], "conversion": conversion,
+                                   "back": back, "autocast": autocast}
+            try:
+                module = _load(case)
+                obj = harness.build(module, head_dim, base)
+                if conversion != "float32":
+                    obj = obj.to(dtypes[conversion])
+                    if back:
+                        obj = obj.float()
+                x_dtype = dtypes[conversion] if conversion != "float32" and not back else torch.float32
+                with torch.no_grad():
+                    if autocast == "off":
+                        cos, sin = harness.tables(module, obj, positions, x_dtype)
+                    else:
+                        dtype = torch.bfloat16 if autocast == "cpu-bf16" else torch.float16
+                        with torch.autocast("cpu", dtype=dtype):
+                            cos, sin = harness.tables(module, obj, positions, x_dtype)
+                out_dtype = cos.dtype
+                cos = cos.detach().to("cpu", torch.float64).reshape(ref_cos.shape)
+                sin = sin.detach().to("cpu", torch.float64).reshape(ref_sin.shape)
+                allowed_cos = trig_tolerance(ref_cos, positions, out_dtype)
+                allowed_sin = trig_tolerance(ref_sin, positions, out_dtype)
+                err_cos = torch.nan_to_num((cos - ref_cos).abs(), nan=float("inf"))
+                err_sin = torch.nan_to_num((sin - ref_sin).abs(), nan=float("inf"))
+                ratio = torch.maximum(err_cos / allowed_cos, err_sin / allowed_sin)
+                row.update(ratio=float(ratio.max()), error=float(torch.maximum(err_cos, err_sin).max()),
+                           dtype=str(out_dtype).removeprefix("torch."))
+                row["passed"] = row["ratio"] < 1.0
+            except Exception as exc:  # a harness or module failure is one failed case
+                row.update(passed=False, raised=f"{type(exc).__name__}: {exc}"[:300])
+            rows.append(row)
+    controls = [r for r in rows if r["conversion"] == "float32"]
+    converted = [r for r in rows if r["conversion"] != "float32"]
+    return {"controls": sum(r["passed"] for r in controls), "cases": sum(r["passed"] for r in converted),
+            "worst": max((r.get("ratio", float("inf")) for r in converted), default=0.0),
+            "raised": sorted({r["raised"] for r in rows if "raised" in r})[:3], "rows": rows}
+
+
+def _numeric(case: Path, harness: Path, timeout: float) -> dict[str, Any]:
+    try:
+        done = subprocess.run([sys.executable, __file__, "--numeric", str(case), str(harness)],
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"controls": 0, "cases": 0, "raised": [f"timeout after {timeout:.0f} s"]}
+    if done.returncode != 0:
+        return {"controls": 0, "cases": 0, "raised": [done.stderr.strip().splitlines()[-1:]]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# --- one round ---------------------------------------------------------------------------
+
+
+def _round(folder: Path, work: Path, base: Path | None, numeric: bool, timeout: float,
+           select: set[str]) -> list[dict[str, Any]]:
+    manifest = {Path(e["file"]).name: e for e in json.loads((folder / "MANIFEST.json").read_text())}
+    originals = folder / "cases"
+    found = _findings(originals)
+    found_base = _findings(originals, base) if base else None
+    fixed = work / folder.name
+    shutil.rmtree(fixed, ignore_errors=True)
+    shutil.copytree(originals, fixed)
+    _ropelint(["fix", "--write", "--no-cache", "-q", "."], fixed)
+    second = _ropelint(["fix", "--no-cache", "."], fixed)
+    left = _findings(fixed)
+    results = []
+    for name, entry in sorted(manifest.items()):
+        if select and not any(s in f"{folder.name}/{name}" for s in select):
+            continue
+        case = originals / name
+        out: dict[str, Any] = {"round": folder.name, "file": name, "verdict": entry.get("verdict"),
+                               "found": found.get(name, []), "left": left.get(name, []),
+                               "second": f"+++ {name}" in second.stdout or f"/{name}" in second.stdout}
+        if found_base is not None:
+            out["found_base"] = found_base.get(name, [])
+        try:
+            py_compile.compile(str(fixed / name), doraise=True)
+            out["compiles"] = True
+        except py_compile.PyCompileError as exc:
+            out["compiles"] = False
+            out["compile_error"] = str(exc)[:300]
+        out["changed"] = (fixed / name).read_bytes() != case.read_bytes()
+        harness = folder / "harness" / name
+        if numeric and harness.exists():
+            out["original"] = _numeric(case, harness, timeout)
+            out["fixed"] = _numeric(fixed / name, harness, timeout) if out["changed"] else out["original"]
+        results.append(out)
+    return results
+
+
+def _line(r: dict[str, Any]) -> str:
+    buggy = r["verdict"] == "buggy"
+    tags = []
+    if buggy and not r["found"]:
+        tags.append("MISS")
+    if not buggy and r["found"]:
+        tags.append("FLAG")
+    if r["left"]:
+        tags.append("LEFT")
+    if r["second"]:
+        tags.append("SECOND")
+    if not r["compiles"]:
+        tags.append("COMPILE")
+    num = ""
+    if "fixed" in r:
+        o, f = r["original"], r["fixed"]
+        num = f" orig {o['cases']}/24+{o['controls']}/6 fixed {f['cases']}/24+{f['controls']}/6"
+        if f["cases"] != 24 or f["controls"] != 6:
+            tags.append("NUM")
+        if buggy and o["cases"] == 24 and o["controls"] == 6:
+            tags.append("HARNESS-PASSES-ORIGINAL")
+        if f.get("raised"):
+            num += f" raised {f['raised'][0]}"
+    base = ""
+    if "found_base" in r and sorted(r["found_base"]) != sorted(r["found"]):
+        base = f" base={','.join(r['found_base']) or '-'}"
+    verdict = "ok" if not tags else " ".join(tags)
+    return (f"{verdict:<12} {r['round']}/{r['file']} [{r['verdict']}] found={','.join(r['found']) or '-'}"
+            f"{base} left={','.join(r['left']) or '-'}{num}")
+
+
+def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--numeric":
+        print(json.dumps(_matrix(Path(sys.argv[2]), Path(sys.argv[3]))))
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("rounds", nargs="+", type=Path)
+    ap.add_argument("--work", type=Path, default=Path("benchmarks/.work/heldout"))
+    ap.add_argument("--base", type=Path, help="another checkout to compare detection with")
+    ap.add_argument("--no-numeric", action="store_true")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per numeric run")
+    ap.add_argument("--only", action="append", default=[], help="substring of ROUND/FILE to keep")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    everything = []
+    for folder in args.rounds:
+        for r in _round(folder.resolve(), args.work.resolve(), args.base, not args.no_numeric,
+                        args.timeout, set(args.only)):
+            print(_line(r), flush=True)
+            everything.append(r)
+    if args.json:
+        args.json.write_text(json.dumps(everything, indent=1))
+
+
+if __name__ == "__main__":
+    main()
