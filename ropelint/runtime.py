@@ -130,8 +130,8 @@ def apply_keeping_dtype(
     dict), they are rebuilt on the new device by constructing the module again from the arguments
     ``remember_arguments`` recorded; without recorded arguments they stay as ``to_empty`` left them.
     """
-    patterns = [name.replace("{}", "*") for name in names]
-    learned = [name.replace("{}", "*") for name in learnable]
+    patterns = _parametrized([name.replace("{}", "*") for name in names], module)
+    learned = _parametrized([name.replace("{}", "*") for name in learnable], module)
     kept: set[int] = set()
     for owner, leaf, prefix in _owners(module, patterns):
         learned_here = [p.rsplit(".", 1)[-1] for p in learned if p.rpartition(".")[0] == prefix]
@@ -158,6 +158,21 @@ def apply_keeping_dtype(
     if materialised:
         _rebuild_kept(module, patterns, materialised[0])
     return result
+
+
+def _parametrized(patterns: list[str], module: torch.nn.Module) -> list[str]:
+    """``patterns`` plus, for a name ``torch.nn.utils.parametrize`` has taken over, the tensors it stores in its
+    place (``parametrizations.omega.original``, or ``original0``, ``original1``, ...): a dtype cast rounds those,
+    and the name itself is then a property computed from them."""
+    out = list(patterns)
+    for pattern in patterns:
+        prefix, _, leaf = pattern.rpartition(".")
+        found = _owner(module, pattern)
+        chosen = getattr(found[0], "parametrizations", None) if found is not None else None
+        for name in getattr(chosen, "keys", lambda: ())():
+            if fnmatchcase(name, leaf):
+                out.append(f"{prefix + '.' if prefix else ''}parametrizations.{name}.original*")
+    return out
 
 
 def _named(name: str, patterns: list[str]) -> bool:

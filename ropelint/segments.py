@@ -613,6 +613,9 @@ def _with_small_helpers(text: bytes, blocks: list[_Block],
 _REGISTRY_CALL = re.compile(rb"self\.\w+\s*=\s*([A-Z_][A-Z0-9_]*)\[[^\]\n]*\]\(")
 _REGISTRY_DICT = re.compile(rb"([A-Z_][A-Z0-9_]*)\s*(?::[^=\n]*)?=\s*\{")
 _REGISTRY_VALUE = re.compile(rb":\s*([A-Za-z_]\w*)\s*(?=[,}\n])")
+# ``self.rope_init_fn = ROPE_INIT_FUNCTIONS[rope_type]`` or ``ROPE_INIT_FUNCTIONS[kind](config, ...)``: a dict of
+# functions, called later through what was picked.
+_FUNCTION_PICK = re.compile(rb"(?:=\s*|[^\w.])([A-Z_][A-Z0-9_]*)(?:\[[^\]\n]*\]\s*(?:\(|$)|\.get\()", re.MULTILINE)
 
 
 def _registries_of(text: bytes, blocks: list[_Block], takers: list[bytes]) -> list[bytes]:
@@ -644,14 +647,29 @@ def _with_registries(text: bytes, blocks: list[_Block],
     pass``): what ``self.rotary_emb(...)`` runs, and so what the holder hands it, depends on them."""
     searched = b"".join(text[begin:end] for begin, end, _ in kept)
     names = set(_REGISTRY_CALL.findall(searched))
-    if not names:
+    # A dict of functions is kept only for the functions already kept: what its calls hand them decides their dtype.
+    picked = set(_FUNCTION_PICK.findall(searched)) - names
+    if not names and not picked:
         return kept
     taken = {begin for begin, _, _ in kept}
     classes = {b.name: b for b in blocks if b.name and b.head.startswith("class ")}
+    functions = {b.name: b for b in blocks if b.name and not b.head.startswith("class ")}
     added: list[tuple[int, int, int]] = []
     for b in blocks:
         m = _REGISTRY_DICT.match(text, b.begin, b.end)
-        if b.begin in taken or m is None or m.group(1) not in names:
+        if b.begin in taken or m is None or m.group(1) not in names | picked:
+            continue
+        if m.group(1) not in names:
+            # A dict of functions naming a kept one: what its calls hand to each of them decides their dtype, and a
+            # variant handing its arguments on to a kept builder (``_linear(...)`` calling ``_default(...)``) too.
+            values = [functions[v.decode()] for v in _REGISTRY_VALUE.findall(text, b.begin, b.end)
+                      if v.decode() in functions]
+            if any(f.begin in taken for f in values):
+                added.append((b.begin, b.end, b.line))
+                for f in values:
+                    if f.begin not in taken:
+                        taken.add(f.begin)
+                        added.append((f.begin, f.end, f.line))
             continue
         added.append((b.begin, b.end, b.line))
         for value in _REGISTRY_VALUE.findall(text, b.begin, b.end):

@@ -4314,3 +4314,208 @@ def test_position_ids_counted_in_generation_glue_are_counted_in_int64():
     assert found.get((43, "RPL005")) == "safe"  # the packing collator's fp16 ranges, returned as "position_ids"
     # Another name is not position ids (a rolling hash's powers, ALiBi's ranges).
     assert (43, "RPL005") not in _found(collator.replace('"position_ids": torch.cat(positions)', '"powers": torch.cat(positions)'))
+
+
+def test_frequencies_built_in_a_dtype_a_dict_of_init_functions_is_handed_are_fixed_at_the_call():
+    """transformers' ``ROPE_INIT_FUNCTIONS`` shape with a ``dtype`` parameter: the config's dtype reaches the
+    builders through ``self.rope_init_fn = REGISTRY[kind]`` (and through a variant handing on its ``dtype``);
+    the fix passes float32 at that call, and the forward rebuild asks for float32 too."""
+    source = '''\
+        from typing import Callable, Dict
+
+        import torch
+        from torch import nn
+
+
+        def _default_parameters(config, device=None, seq_len=None, dtype=None):
+            dim = config.head_dim
+            dtype = dtype if dtype is not None else torch.float32
+            exponent = torch.arange(0, dim, 2, dtype=torch.int64).to(device=device, dtype=dtype) / dim
+            return 1.0 / (config.rope_theta ** exponent), 1.0
+
+
+        def _linear_parameters(config, device=None, seq_len=None, dtype=None):
+            inv_freq, attention_factor = _default_parameters(config, device, seq_len, dtype=dtype)
+            return inv_freq / config.rope_scaling["factor"], attention_factor
+
+
+        INIT_FUNCTIONS: Dict[str, Callable] = {
+            "default": _default_parameters,
+            "linear": _linear_parameters,
+        }
+
+
+        class Rotary(nn.Module):
+            def __init__(self, config, device=None):
+                super().__init__()
+                self.config = config
+                self.rope_init_fn = INIT_FUNCTIONS[config.rope_type]
+                inv_freq, self.attention_scaling = self.rope_init_fn(config, device, dtype=config.torch_dtype)
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+            def forward(self, x, position_ids):
+                freqs = position_ids[..., None].float() * self.inv_freq[None, None, :].float()
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return (emb.cos() * self.attention_scaling).to(x.dtype), (emb.sin() * self.attention_scaling).to(x.dtype)
+        '''
+    assert _found(source) == {(10, "RPL006"): "safe", (34, "RPL002"): "safe"}
+    result = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False)
+    fixed = result.fixed
+    assert "self.rope_init_fn(config, device, dtype=torch.float32)" in fixed
+    assert "self.rope_init_fn(self.config, device, dtype=torch.float32)[0]" in fixed or \
+        "dtype=torch.float32)[0], device=position_ids.device)" in fixed
+    assert "config.torch_dtype" not in fixed and _found(fixed) == {}
+    assert fix_text("rotary.py", fixed, ALL, unsafe=False).fixed == fixed
+    # A module-level function handing the builders' result out of the file: the same fix, but unsafe.
+    handed_out = source + '''
+
+        def frequencies_for(config, kind):
+            return INIT_FUNCTIONS[kind](config, None, dtype=config.torch_dtype)[0]
+        '''
+    assert _found(handed_out)[(10, "RPL006")] == "unsafe"
+
+
+def test_inverse_frequencies_in_a_buffer_dict_are_module_state_kept_through_casts():
+    """peft-style ``BufferDict``: its entries are buffers, so ``model.half()`` rounds them like the module's own."""
+    source = '''\
+        import torch
+        from torch import nn
+        from peft.tuners._buffer_dict import BufferDict
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+                self.state = BufferDict({"inv_freq": inv_freq}, persistent=False)
+
+            def forward(self, x, position_ids):
+                inv_freq = self.state["inv_freq"].to(device=x.device, dtype=torch.float32)
+                freqs = position_ids[..., None].float() * inv_freq
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    result = check_text("rotary.py", textwrap.dedent(source), ALL)
+    [finding] = result.diagnostics
+    assert (finding.line, finding.code, finding.fix.safety) == (13, "RPL002", "safe")
+    assert "container of buffers" in finding.message
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert '("state.{}",)' in fixed and _found(fixed) == {}
+    # A plain dict of tensors is not module state: a cast does not reach it.
+    assert _found(source.replace('BufferDict({"inv_freq": inv_freq}, persistent=False)', '{"inv_freq": inv_freq}')) == {}
+
+
+def test_ids_counted_over_a_float_mask_and_multiplied_by_it_are_int64_on_both_sides():
+    """``(mask.cumsum(-1) - 1).clamp_min(0) * mask`` with ``mask`` in the embeddings' dtype: counting in int64 alone
+    is undone by the product with the float mask (int64 * float16 is float16), so the fix takes both as int64."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Embeddings(nn.Module):
+            def __init__(self, vocab=33, hidden=32):
+                super().__init__()
+                self.word_embeddings = nn.Embedding(vocab, hidden)
+
+            def forward(self, input_ids, attention_mask):
+                embeddings = self.word_embeddings(input_ids)
+                mask = attention_mask.to(embeddings.dtype)
+                embeddings = embeddings * mask.unsqueeze(-1)
+                position_ids = (mask.cumsum(dim=-1) - 1).clamp_min(0) * mask
+                return embeddings, position_ids
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=32, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, position_ids, dtype):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                freqs = position_ids.float()[..., None] * inv_freq
+                return freqs.cos().to(dtype), freqs.sin().to(dtype)
+
+
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embeddings = Embeddings()
+                self.rotary = Rotary()
+
+            def forward(self, input_ids, attention_mask):
+                hidden, position_ids = self.embeddings(input_ids, attention_mask)
+                return self.rotary(position_ids, dtype=hidden.dtype)
+        '''
+    assert _found(source) == {(14, "RPL005"): "safe"}
+    fixed = fix_text("encoder.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    # Counted in float32 here (float32 * bfloat16 is float32, and the 0/1 mask multiplies exactly).
+    assert "position_ids = (mask.cumsum(dim=-1, dtype=torch.float32) - 1).clamp_min(0) * mask" in fixed
+    assert "embeddings = embeddings * mask.unsqueeze(-1)" in fixed  # the float mask itself stays as it is
+    assert _found(fixed) == {}
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(fixed, "encoder.py", "exec"), namespace)
+    encoder = namespace["Encoder"]().bfloat16()
+    _, positions = encoder.embeddings(torch.full((1, 600), 5), torch.ones(1, 600, dtype=torch.long))
+    assert positions.dtype == torch.float32 and torch.equal(positions[0], torch.arange(600.0))
+    # Generation glue counts ids in int64: the product with the float mask must not promote them back.
+    glue = _CORRECT_ROTARY + '''\
+
+
+        class CausalLM(nn.Module):
+            def __init__(self, vocab=100, hidden=32):
+                super().__init__()
+                self.embed = nn.Embedding(vocab, hidden)
+
+            @property
+            def dtype(self):
+                return self.embed.weight.dtype
+
+            def prepare_inputs_for_generation(self, input_ids, attention_mask):
+                attention_mask = attention_mask.to(self.dtype)
+                position_ids = (attention_mask.cumsum(-1) - 1).clamp_min(0) * attention_mask
+                return {"input_ids": input_ids, "position_ids": position_ids, "attention_mask": attention_mask}
+        '''
+    assert _found(glue) == {(27, "RPL005"): "safe"}
+    fixed = fix_text("lm.py", textwrap.dedent(glue), ALL, unsafe=False).fixed
+    assert "(attention_mask.cumsum(-1, dtype=torch.long) - 1).clamp_min(0) * attention_mask.long()" in fixed
+    namespace = {}
+    exec(compile(fixed, "lm.py", "exec"), namespace)
+    lm = namespace["CausalLM"]().half()
+    inputs = lm.prepare_inputs_for_generation(torch.ones(1, 3000, dtype=torch.long), torch.ones(1, 3000))
+    assert inputs["position_ids"].dtype == torch.int64 and torch.equal(inputs["position_ids"][0], torch.arange(3000))
+
+
+def test_a_grid_cast_to_a_dtype_its_caller_also_casts_the_tables_to_is_fixed_at_the_handing_call():
+    """HunyuanVideo-style ``get_meshgrid_nd(..., dtype=dtype)`` inside a builder whose ``dtype`` also casts the
+    finished tables: the builder keeps its parameter (the final cast is right), and the call handing it to the grid
+    passes float32 instead, even with ``*args`` in the call (``dtype`` is keyword-only there)."""
+    source = '''\
+        import torch
+
+
+        def get_meshgrid_nd(start, *args, dim=2, dtype=None):
+            axis_grid = [torch.linspace(0, n, n + 1, dtype=torch.float32)[:n] for n in start]
+            grid = torch.stack(torch.meshgrid(*axis_grid, indexing="ij"), dim=0)
+            return grid.to(dtype)
+
+
+        def get_1d_rotary_pos_embed(dim, pos, theta=10000.0):
+            freqs = 1.0 / (theta ** (torch.arange(0, dim, 2).float() / dim))
+            freqs = torch.outer(pos, freqs)
+            return freqs.cos(), freqs.sin()
+
+
+        def get_nd_rotary_pos_embed(rope_dim_list, start, *args, theta=10000.0, dtype=torch.float32):
+            grid = get_meshgrid_nd(start, *args, dim=len(rope_dim_list), dtype=dtype)
+            embs = [get_1d_rotary_pos_embed(d, grid[i].reshape(-1), theta) for i, d in enumerate(rope_dim_list)]
+            cos = torch.cat([e[0] for e in embs], dim=1).to(dtype)
+            sin = torch.cat([e[1] for e in embs], dim=1).to(dtype)
+            return cos, sin
+        '''
+    found = _found(source)
+    assert found.get((7, "RPL005")) == "safe"
+    fixed = fix_text("grid.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "get_meshgrid_nd(start, *args, dim=len(rope_dim_list), dtype=torch.float32)" in fixed
+    assert ".to(dtype)\n" in fixed.split("def get_nd_rotary_pos_embed")[1]  # the tables' own cast stays
+    assert all(code != "RPL005" for _, code in _found(fixed))

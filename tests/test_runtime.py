@@ -535,3 +535,38 @@ def test_meta_load_rebuild_of_a_class_defined_in_a_function_with_a_free_variable
 
     module = _through_meta(lambda: Local(8))
     torch.testing.assert_close(module.inv_freq, runtime.inv_freq(8, 10000.0) * scale, rtol=0.0, atol=1e-7)
+
+
+def test_apply_keeping_dtype_keeps_what_a_parametrization_stores_in_place_of_the_name() -> None:
+    """``parametrize.register_parametrization(self, "omega", Exp())`` moves the tensor to
+    ``parametrizations.omega.original`` (the log rates): keeping ``omega`` keeps that one."""
+    from torch.nn.utils import parametrize
+
+    class Exp(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.exp(x)
+
+        def right_inverse(self, y: torch.Tensor) -> torch.Tensor:
+            return torch.log(y)
+
+    class Rates(nn.Module):
+        def __init__(self, dim: int = 64, base: float = 5e5) -> None:
+            super().__init__()
+            self.omega = nn.Parameter(inv_freq(dim, base), requires_grad=False)
+            parametrize.register_parametrization(self, "omega", Exp())
+            self.proj = nn.Linear(4, 4)
+
+        def _apply(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+            return runtime.apply_keeping_dtype(self, super()._apply, fn, ("omega",), *args, **kwargs)
+
+    module = Rates().bfloat16()
+    assert module.proj.weight.dtype == torch.bfloat16  # everything else converts
+    assert module.parametrizations.omega.original.dtype == torch.float32
+    expected = 1.0 / (5e5 ** (torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+    assert torch.allclose(module.omega.double(), expected, rtol=1e-6, atol=0.0)
+    # Without the keep the log rates round to 8 bits: the rates move by up to ~2.5%.
+    plain = nn.Module()
+    plain.omega = nn.Parameter(inv_freq(64, 5e5), requires_grad=False)
+    parametrize.register_parametrization(plain, "omega", Exp())
+    plain = plain.bfloat16()
+    assert not torch.allclose(plain.omega.double(), expected, rtol=1e-3, atol=0.0)

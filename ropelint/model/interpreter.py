@@ -252,6 +252,8 @@ class Frame:
     # Parameters written into (``out[...] = freqs[0]``), with the parameter written: see Summary.
     container_writes: list[tuple[str, str | None]] = field(default_factory=list)
     int_buffer_writes: list[tuple[str, ast.Call]] = field(default_factory=list)
+    # Dtype parameters every call of this function leaves float32: never None, so ``dtype or x.dtype`` is ``dtype``.
+    pinned: set[str] = field(default_factory=set)
     # ``phase = lambda p, w: p[:, None] @ w[None]`` in this function: evaluated at each call with its arguments.
     lambdas: dict[str, ast.Lambda] = field(default_factory=dict)
     # ``arange = functools.partial(torch.arange, dtype=dtype)``: local name -> the ``partial(...)`` call
@@ -282,6 +284,11 @@ class FileModel:
     # Module state raised to a power that grows with the position (xPos scales).
     scale_powers: list[ScalePower] = field(default_factory=list)
     registrations: list[Registration] = field(default_factory=list)
+    # Same-file function -> its calls through a dict of functions (``self.rope_init_fn = ROPE_INIT_FUNCTIONS[t]``).
+    registry_calls: dict[str, list[ast.Call]] = field(default_factory=dict)
+    # Dict of functions -> the picks from it the analysis saw (``REG[k]``, ``REG.get(k)``); a pick in code it
+    # pruned would be a call it cannot see.
+    registry_picks: dict[str, int] = field(default_factory=dict)
     inv_freqs: list[InvFreqBuilt] = field(default_factory=list)
     guards: list[Guard] = field(default_factory=list)
     classes: dict[str, ClassInfo] = field(default_factory=dict)
@@ -449,6 +456,40 @@ def _full_dtype_expr(fn: FunctionNode | None, node: ast.expr, depth: int = 0) ->
     return False
 
 
+def _returned_dtype_param(summary: Summary) -> str | None:
+    """The parameter choosing the dtype of what a function returns, or of the first item of a returned tuple
+    that has one (``return inv_freq, attention_factor``)."""
+    if summary.returns.dtype_param is not None:
+        return summary.returns.dtype_param
+    return next((v.dtype_param for v in summary.items or () if v.dtype_param is not None), None)
+
+
+def call_argument(fn: FunctionNode, param: str, is_method: bool, call: ast.Call) -> ast.expr | None | bool:
+    """The expression ``call`` passes as ``param`` of ``fn``; None when it passes none, False when an
+    unpacked ``*args``/``**kwargs`` may hold it."""
+    named = next((k.value for k in call.keywords if k.arg == param), None)
+    if named is not None:
+        return named  # whatever ``*args``/``**kwargs`` hold, they cannot pass it again
+    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+        return False
+    keyword_only = {a.arg for a in fn.args.kwonlyargs}
+    positional = [p for p in call_params(fn, is_method) if p not in keyword_only]
+    given = next((k.value for k in call.keywords if k.arg == param), None)
+    if given is None and param in positional and positional.index(param) < len(call.args):
+        given = call.args[positional.index(param)]
+    return given
+
+
+def _picked_from(node: ast.expr) -> str | None:
+    """``REG`` of ``REG[kind]`` or ``REG.get(kind)``."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+        return node.value.id
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
+            and isinstance(node.func.value, ast.Name):
+        return node.func.value.id
+    return None
+
+
 def _float32_defaulted(fn: FunctionNode) -> set[str]:
     """Parameters whose default is ``torch.float32`` (or ``torch.float``, ``torch.float64``)."""
     return {p for p, d in _defaults(fn) if isinstance(d, ast.Attribute) and isinstance(d.value, ast.Name)
@@ -489,6 +530,7 @@ class Interpreter:
         self._current: ast.stmt | None = None  # the statement being evaluated
         self._metadata_read = False
         self._calls_by_name: dict[str, list[ast.Call]] | None = None
+        self._registry_table: dict[str, list[ast.Call]] | None = None  # function name -> calls through a dict
         self._callers: dict[int, FunctionNode] | None = None  # call node id -> the innermost function holding it
         self._mros: dict[str, tuple[ClassInfo, list[ClassInfo]]] = {}
         self._analysing = False  # every class is registered (their in-file MROs no longer change)
@@ -520,7 +562,9 @@ class Interpreter:
         top = list(self._top_level(self.module.body))
         for stmt in top:
             if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                self._module_constant(stmt.targets[0].id, stmt)
+                self._module_constant(stmt.targets[0].id, stmt.value, stmt)
+            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+                self._module_constant(stmt.target.id, stmt.value, stmt)  # ``ROPE_INIT_FUNCTIONS: dict[str, Callable] = {...}``
             if isinstance(stmt, FUNCTION_NODES):
                 self.model.functions[stmt.name] = stmt
                 for inner in ast.walk(stmt) if "class " in self.spans.text(stmt) else ():
@@ -563,6 +607,8 @@ class Interpreter:
             if not isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
                 frame = Frame({}, {}, Scope("<module>", None, (), None, stmt), None, [])
                 self._stmt(stmt, frame)
+        if any(isinstance(v, ast.Name) for values in self._dict_constants.values() for v in values.values()):
+            self.model.registry_calls = self.registry_calls()  # the fixes edit what these calls pass
         return self.model
 
     def _top_level(self, body):  # type: ignore[no-untyped-def]
@@ -651,10 +697,9 @@ class Interpreter:
                     return entry
         return None
 
-    def _module_constant(self, name: str, stmt: ast.Assign) -> None:
+    def _module_constant(self, name: str, value: ast.expr, stmt: ast.stmt) -> None:
         """``NAME = {"dtype": torch.float32}`` (keyword arguments ``**NAME`` passes) and ``_fp32_region =
         functools.partial(torch.autocast, enabled=False)`` (a guard: the partial's call is the region)."""
-        value = stmt.value
         if isinstance(value, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
                                                for k in value.keys):
             self._dict_constants[name] = {k.value: v for k, v in zip(value.keys, value.values)}  # type: ignore[union-attr]
@@ -752,8 +797,8 @@ class Interpreter:
         summary = self._analyse_function(fn, f"{owner.name}.{name}", info, is_method=True, top=owner.node)
         self.in_progress.discard(key)
         self.summaries[key] = summary
-        if summary.returns.dtype_param is not None:
-            self.model.dtype_params[f"{owner.name}.{name}"] = summary.returns.dtype_param
+        if (chosen := _returned_dtype_param(summary)) is not None:
+            self.model.dtype_params[f"{owner.name}.{name}"] = chosen
         if name == "forward" and summary.position_params:
             # ``self.rotary_emb(x, positions)`` from a model that holds it: positions that only enter the phase.
             used = _positions_only(fn, summary.position_params)
@@ -774,8 +819,8 @@ class Interpreter:
         self.summaries[name] = summary
         if summary.returns.dtype is Dt.FULL or (summary.items and all(v.dtype is Dt.FULL for v in summary.items)):
             self.model.full_returns.add(name)
-        if summary.returns.dtype_param is not None:
-            self.model.dtype_params[name] = summary.returns.dtype_param
+        if (chosen := _returned_dtype_param(summary)) is not None:
+            self.model.dtype_params[name] = chosen
         used = _positions_only(fn, summary.position_params)
         if used:
             self.model.phase_position_params[name] = tuple(p if p in used else "" for p in summary.params)
@@ -847,12 +892,12 @@ class Interpreter:
             if name in frame.env and val.roles:
                 frame.env[name] = val.evolve(param=name)  # analysed for one call: what that call passes
         before = (len(self.model.products), len(self.model.trigs))
-        defaulted = {name for name, _ in _defaults(fn)}
-        for p in {*_float32_defaulted(fn), *(q for q in params if q not in defaulted)}:
+        for p in self._kept_params(fn, params):
             # ``dtype=torch.float32`` that no call overrides, or a required ``dtype`` every call passes as float32.
-            if p in frame.env and frame.env[p].has(Role.DTYPE) and self._callers_keep_default(fn, p, is_method):
+            if p in frame.env and frame.env[p].has(Role.DTYPE) and self._param_kept_full(fn, p, is_method):
                 # ``def yarn_inv_freq(..., dtype=torch.float32)``: float32 unless a caller asks otherwise.
                 frame.env[p] = frame.env[p].evolve(dtype=Dt.FULL)
+                frame.pinned.add(p)
         caller_statement = self._current  # analysed in the middle of a caller's statement: it continues after
         self._block(fn.body, frame)
         self._current = caller_statement
@@ -1238,6 +1283,18 @@ class Interpreter:
         call = getattr(source, "value", None)
         name = (qualname(call.func, self.imports) or "") if isinstance(call, ast.Call) else ""
         tail = name.rsplit(".", 1)[-1]
+        if isinstance(call, ast.Call) and call.args and (dotted(call.func) or [""])[-1] == "BufferDict" \
+                and isinstance(call.args[0], ast.Dict):
+            # peft's ``BufferDict`` (or a file's own): a module whose entries are buffers, which a cast converts.
+            persistent = next((bool_literal(k.value) is not False for k in call.keywords if k.arg == "persistent"),
+                              True)
+            values = [self._eval(v, frame) for v in call.args[0].values]
+            if not values:
+                return None
+            held = values[0]
+            for more in values[1:]:
+                held = join(held, more)
+            return StateKind.BUFFER, persistent, held, False, False
         if tail not in ("ParameterList", "ParameterDict") or not name.startswith("torch") or not call.args:
             return None
         items = call.args[0]
@@ -1484,6 +1541,10 @@ class Interpreter:
 
     def _eval_boolop(self, node: ast.BoolOp, frame: Frame) -> Val:
         vals = [self._eval(child, frame) for child in node.values]
+        first = node.values[0]
+        if isinstance(node.op, ast.Or) and isinstance(first, ast.Name) and first.id in frame.pinned \
+                and frame.env.get(first.id) is not None and frame.env[first.id].dtype is Dt.FULL:
+            return vals[0]  # every call passes it: the fallback is never taken
         if isinstance(node.op, ast.Or) and all(v.has(Role.DTYPE) for v in vals):
             # ``dtype or position_ids.dtype``: each operand is the dtype some call gets; the worst one decides.
             return next((v for v in vals if v.dtype is Dt.INT), None) \
@@ -2808,16 +2869,25 @@ class Interpreter:
                 return val.evolve(last_is_one=False, second_last_is_one=True)
         return val
 
-    def _callers_keep_default(self, fn: FunctionNode, param: str, is_method: bool) -> bool:
+    @staticmethod
+    def _kept_params(fn: FunctionNode, params: list[str] | tuple[str, ...]) -> set[str]:
+        """Parameters a caller may pin to float32: defaulted to float32 or ``None``, or required."""
+        defaulted = {name for name, _ in _defaults(fn)}
+        return {*_float32_defaulted(fn), *_none_defaulted(fn), *(q for q in params if q not in defaulted)}
+
+    def _param_kept_full(self, fn: FunctionNode, param: str, is_method: bool, depth: int = 0) -> bool:
+        """Every call of ``fn`` the file makes leaves ``param`` float32: its float32 default, or a float32 dtype
+        passed (always passed, where the default is ``None``: what ``None`` means is up to the function)."""
+        if param in _float32_defaulted(fn):
+            return self._callers_keep_default(fn, param, is_method, depth=depth)
+        return self._callers_keep_default(fn, param, is_method, explicit=True, depth=depth)
+
+    def _callers_keep_default(self, fn: FunctionNode, param: str, is_method: bool, *, explicit: bool = False,
+                              depth: int = 0) -> bool:
         """``fn`` is private (or a public builder named for inverse frequencies), the file calls it, and no
-        call passes ``param`` (or each passes a float32 dtype)."""
-        if self._calls_by_name is None:
-            self._calls_by_name = {}
-            for node in ast.walk(self.module):
-                if isinstance(node, ast.Call):
-                    name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
-                    if name is not None:
-                        self._calls_by_name.setdefault(name, []).append(node)
+        call passes ``param`` (or each passes a float32 dtype); with ``explicit``, every call passes one. A call
+        through a dict of functions (``self.rope_init_fn = ROPE_INIT_FUNCTIONS[kind]``) counts, and so does a
+        call handing on a parameter of its own function that that function's callers keep float32."""
         name = fn.name
         public = not name.startswith("_") or name.startswith("__")
         if public and not re.search(r"inv_freq|freq|rope|rotary|_cis|sincos|cos_sin|_t_|grid|coord|pos", name):
@@ -2825,21 +2895,72 @@ class Interpreter:
             # (``yarn_inv_freq(..., dtype=torch.float32)``, ``precompute_freqs_cis(..., dtype=torch.float32)``)
             # returns them in that dtype by contract.
             return False
-        calls = self._calls_by_name.get(name, [])
-        keyword_only = {a.arg for a in fn.args.kwonlyargs}
-        positional = [p for p in call_params(fn, is_method) if p not in keyword_only]
-        index = positional.index(param) if param in positional else None
+        calls = [*self._calls_named().get(name, []), *self.registry_calls().get(name, [])]
         for call in calls:
-            if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            given = call_argument(fn, param, is_method, call)
+            if given is False:
                 return False
-            given = next((k.value for k in call.keywords if k.arg == param), None)
-            if given is None and index is not None and index < len(call.args):
-                given = call.args[index]
+            if given is None:
+                if explicit:
+                    return False
+                continue
             caller = self._caller_of(call) if isinstance(given, (ast.Name, ast.IfExp)) else None
-            if given is not None and not _full_dtype_expr(caller, given) \
-                    and not self._float32_property(given):
+            if not _full_dtype_expr(caller, given) and not self._float32_property(given) \
+                    and not (depth < 3 and self._handed_on(caller, given, depth)):
                 return False
         return bool(calls)
+
+    def _handed_on(self, caller: FunctionNode | None, given: ast.expr, depth: int) -> bool:
+        """``given`` is a parameter of ``caller``, never reassigned there, that ``caller``'s own callers keep
+        float32 (``_linear(config, device, dtype=None)`` handing ``dtype=dtype`` to ``_default(...)``)."""
+        if caller is None or not isinstance(given, ast.Name) or _assigned_values(caller, given.id):
+            return False
+        is_method = bool(caller.args.args) and caller.args.args[0].arg in ("self", "cls")
+        params = call_params(caller, is_method)
+        if given.id not in params or given.id not in self._kept_params(caller, params):
+            return False
+        return self._param_kept_full(caller, given.id, is_method, depth + 1)
+
+    def _calls_named(self) -> dict[str, list[ast.Call]]:
+        """Calls by the name called: ``f(...)`` under ``f``, ``obj.f(...)`` under ``f`` (one walk, when first asked)."""
+        if self._calls_by_name is None:
+            self._calls_by_name = {}
+            for node in ast.walk(self.module):
+                if isinstance(node, ast.Call):
+                    name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+                    if name is not None:
+                        self._calls_by_name.setdefault(name, []).append(node)
+        return self._calls_by_name
+
+    def registry_calls(self) -> dict[str, list[ast.Call]]:
+        """Calls of same-file functions through a module-level dict naming them: ``REG[kind](...)``, or
+        ``self.rope_init_fn(...)``/``fn(...)`` after ``self.rope_init_fn = REG[kind]`` (or ``REG.get(kind)``)."""
+        if self._registry_table is None:
+            self._registry_table = {}
+            registries = {reg: {v.id for v in values.values() if isinstance(v, ast.Name)}
+                          for reg, values in self._dict_constants.items()}
+            registries = {reg: names for reg, names in registries.items() if names}
+            picked: dict[str, set[str]] = {}  # name the pick is stored under -> registries
+            direct: list[tuple[str, ast.Call]] = []
+            for node in ast.walk(self.module) if registries else ():
+                if isinstance(node, ast.expr) and (reg := _picked_from(node)) in registries:
+                    self.model.registry_picks[reg] = self.model.registry_picks.get(reg, 0) + 1  # type: ignore[index]
+                if isinstance(node, ast.Assign) and (reg := _picked_from(node.value)) in registries:
+                    for target in node.targets:
+                        key = target.id if isinstance(target, ast.Name) else \
+                            target.attr if _self_attr(target) else None  # type: ignore[union-attr]
+                        if key is not None:
+                            picked.setdefault(key, set()).add(reg)  # type: ignore[arg-type]
+                elif isinstance(node, ast.Call) and (reg := _picked_from(node.func)) in registries:
+                    direct.append((reg, node))  # type: ignore[arg-type]
+            for key, regs in picked.items():
+                for call in self._calls_named().get(key, []):
+                    for fn_name in set().union(*(registries[r] for r in regs)):
+                        self._registry_table.setdefault(fn_name, []).append(call)
+            for reg, call in direct:
+                for fn_name in registries[reg]:
+                    self._registry_table.setdefault(fn_name, []).append(call)
+        return self._registry_table
 
     def _caller_of(self, call: ast.Call) -> FunctionNode | None:
         """The innermost function holding ``call`` (one pass over the module, when first asked)."""

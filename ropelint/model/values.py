@@ -54,7 +54,8 @@ class StateRef:
     frozen: bool = False  # a Parameter built with requires_grad=False: it cannot be learned
     # requires_grad follows a constructor argument that defaults to False: frozen unless asked to learn
     frozen_by_default: bool = False
-    # ``nn.ParameterList([...])`` / ``nn.ParameterDict({...})`` of Parameters: the entries are the state
+    # ``nn.ParameterList([...])`` / ``nn.ParameterDict({...})`` of Parameters, a ``BufferDict`` of buffers: the
+    # entries are the state
     container: bool = False
 
     @property
@@ -63,7 +64,7 @@ class StateRef:
 
     def describe(self) -> str:
         if self.container:
-            return "container of Parameters"
+            return "container of buffers" if self.kind is StateKind.BUFFER else "container of Parameters"
         if self.kind is StateKind.BUFFER:
             return "buffer" if self.persistent else "non-persistent buffer"
         return self.kind.value

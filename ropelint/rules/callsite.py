@@ -10,9 +10,10 @@ only what this file feeds to its phase, and the method keeps its contract.
 from __future__ import annotations
 
 import ast
+import re
 
 from ..diagnostics import FixPlan, NodeEdit, Replace
-from ..model.interpreter import call_params, held_class, in_file_mro
+from ..model.interpreter import call_argument, call_params, held_class, in_file_mro
 from .base import RuleContext, calls_in_text, later_loads
 from .construction import assigned_value
 
@@ -23,6 +24,9 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
     if not isinstance(site, ast.Call):
         return None
     dtype_arg = next((k.value for k in site.keywords if k.arg == "dtype"), None)
+    if dtype_arg is None and isinstance(site.func, ast.Attribute) and site.func.attr in ("to", "type") \
+            and len(site.args) == 1:
+        dtype_arg = site.args[0]  # ``return grid.to(dtype)``
     owner = enclosing_function(ctx, site)
     if not isinstance(dtype_arg, ast.Name) or owner is None:
         return None
@@ -33,19 +37,13 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
     # The analysis must see the same thing, or a caller passing float32 would not clear the finding.
     if param is None or ctx.model.dtype_params.get(symbol) != param:
         return None
-    calls = list(calls_of(ctx, cls_name, fn.name, inherited=True))
-    if not calls or calls_in_text(ctx.source, fn.name) > len(calls):
-        return None  # a call the analysis did not see (pruned, or through another receiver) would keep its dtype
+    roots = _root_calls(ctx, cls_name, fn, param)
+    if roots is None:
+        return None
     torch, imports = ctx.torch_name()
     edits: list[NodeEdit] = []
     confined = True
-    for caller, call in calls:
-        given = next((k.value for k in call.keywords if k.arg == param), None)
-        positional = params.index(param) if param in params[:len(params) - len(fn.args.kwonlyargs)] else None
-        if given is None and positional is not None and positional < len(call.args):
-            given = call.args[positional]
-        if given is None or any(isinstance(a, ast.Starred) for a in call.args):
-            return None  # the default (or an unpacked list) decides: nothing to rewrite at the call
+    for caller, call, given in {id(given): (caller, call, given) for caller, call, given in roots}.values():
         if ctx.code(given).endswith("float32"):
             continue
         edits.append(Replace(given, f"{torch}.float32"))
@@ -53,10 +51,73 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
     if not edits:
         return None
     description = f"pass `{torch}.float32` as `{param}` where this file calls `{fn.name}` (its default stays)"
+    indirect = sorted({(ctx.line_of(call), ctx.code(call.func)) for _, call, _ in roots
+                       if getattr(call.func, "attr", getattr(call.func, "id", None)) != fn.name})
+    if indirect:  # through a dict of functions, or a caller handing on its own ``dtype``
+        where = ", ".join(f"`{func}(...)` at line {line}" for line, func in indirect)
+        description = f"pass `{torch}.float32` as `{param}` at the calls that reach `{fn.name}` ({where})"
     if confined:
         return FixPlan("safe", description, (*edits, *imports))
     return FixPlan("unsafe", f"{description} (a call's result is used beyond this file's own functions)",
                    (*edits, *imports))
+
+
+def _root_calls(ctx: RuleContext, cls_name: str | None, fn: ast.FunctionDef, param: str, depth: int = 0,
+                ) -> list[tuple[ast.FunctionDef, ast.Call, ast.expr]] | None:
+    """(calling function, call, what it passes as ``param``) for every call of ``fn`` that decides ``param``: a
+    call through a dict of functions (``self.rope_init_fn(...)`` after ``self.rope_init_fn = REGISTRY[kind]``)
+    counts, and a call handing on a parameter of its own function (``dtype=dtype``) is replaced by that
+    function's calls. None when some call is out of sight, passes nothing, or unpacks its arguments."""
+    calls = list(calls_of(ctx, cls_name, fn.name, inherited=True))
+    if calls_in_text(ctx.source, fn.name) > len(calls):
+        return None  # a call the analysis did not see (pruned, or through another receiver) would keep its dtype
+    if cls_name is None:
+        through = ctx.model.registry_calls.get(fn.name, [])
+        for reg, seen in ctx.model.registry_picks.items() if through else ():
+            if len(re.findall(rf"\b{reg}\s*(?:\[|\.get\()", ctx.source)) > seen:
+                return None  # a pick from the dict in code the analysis pruned: calls it cannot see
+        for call in through:
+            called = call.func.attr if isinstance(call.func, ast.Attribute) else \
+                call.func.id if isinstance(call.func, ast.Name) else None
+            same = sum(1 for c in through if getattr(c.func, "attr", getattr(c.func, "id", None)) == called)
+            owner = enclosing_function(ctx, call)
+            if owner is None or (called is not None and calls_in_text(ctx.source, called) > same):
+                return None
+            calls.append((owner[1], call))
+    if not calls:
+        return None
+    found: list[tuple[ast.FunctionDef, ast.Call, ast.expr]] = []
+    for caller, call in calls:
+        given = call_argument(fn, param, cls_name is not None, call)
+        if given is None or given is False:
+            return None  # the default (or an unpacked list) decides: nothing to rewrite at the call
+        owner = enclosing_function(ctx, call) if isinstance(given, ast.Name) and depth < 3 else None
+        if owner is not None and given.id in call_params(owner[1], is_method=owner[0] is not None) \
+                and not _assigns(owner[1], given.id) and _only_handed_on(ctx, owner[1], given.id):
+            handed = _root_calls(ctx, owner[0], owner[1], given.id, depth + 1)  # ``dtype=dtype``
+            if handed is None:
+                return None
+            found.extend(handed)
+        else:
+            found.append((caller, call, given))
+    return found
+
+
+def _only_handed_on(ctx: RuleContext, fn: ast.AST, name: str) -> bool:
+    """Every read of the parameter ``name`` in ``fn`` is an argument of a call to this file's own functions:
+    ``fn`` only hands the dtype on. One that also casts its result with it (``cos.to(dtype)``) keeps its
+    parameter, and the call handing it on is the one to change."""
+    handed: set[int] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and _own_callee(ctx, node.func):
+            handed.update(id(a) for a in (*node.args, *(k.value for k in node.keywords)))
+    return all(id(n) in handed for n in ast.walk(fn)
+               if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
+
+
+def _assigns(fn: ast.AST, name: str) -> bool:
+    return any(isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Store)
+               for node in ast.walk(fn))
 
 
 def enclosing_function(ctx: RuleContext, node: ast.AST) -> tuple[str | None, ast.FunctionDef] | None:
@@ -81,6 +142,9 @@ def _parameter_behind(fn: ast.FunctionDef, name: ast.Name, params: list[str]) ->
         if isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Name) \
                 and value.args[0].id == name.id:
             return name.id  # ``dtype = default(dtype, self.cached_freqs.dtype)``
+        if isinstance(value, ast.IfExp) and any(isinstance(v, ast.Name) and v.id == name.id
+                                                for v in (value.body, value.orelse)):
+            return name.id  # ``dtype = dtype if dtype is not None else torch.float32``
     return None
 
 
@@ -119,6 +183,11 @@ def _feeds_only_own_calls(ctx: RuleContext, caller: ast.AST, call: ast.Call) -> 
     """``seq = self.f(...)`` and every later read of ``seq`` is an argument of a call to this file's
     own functions or methods (``self.forward(seq, ...)``): the positions go nowhere else."""
     owner = ctx.model.statement_of.get(id(call))
+    if isinstance(owner, ast.Assign) and owner.value is call and len(owner.targets) == 1 \
+            and isinstance(owner.targets[0], ast.Tuple):
+        # ``inv_freq, self.attention_scaling = self.rope_init_fn(...)``: each name goes to the module's own state.
+        names = [e.id for e in owner.targets[0].elts if isinstance(e, ast.Name)]
+        return bool(names) and all(_only_kept(caller, later_loads(caller, owner, name)) for name in names)
     if not (isinstance(owner, ast.Assign) and owner.value is call and len(owner.targets) == 1
             and isinstance(owner.targets[0], ast.Name)):
         return False
@@ -132,11 +201,28 @@ def _feeds_only_own_calls(ctx: RuleContext, caller: ast.AST, call: ast.Call) -> 
     for node in ast.walk(caller):
         if isinstance(node, ast.Call) and _own_callee(ctx, node.func):
             for arg in (*node.args, *(k.value for k in node.keywords)):
-                if isinstance(arg, ast.Subscript):  # a slice of the positions (``seq[-q_len:]``)
-                    arg = arg.value
+                # A slice or reshape of the positions (``seq[-q_len:]``, ``grid[i].reshape(-1)``).
+                while isinstance(arg, ast.Subscript) or (
+                        isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute)
+                        and arg.func.attr in ("reshape", "view", "flatten", "squeeze", "unsqueeze", "contiguous")):
+                    arg = arg.value if isinstance(arg, ast.Subscript) else arg.func.value  # type: ignore[union-attr]
                 if isinstance(arg, ast.Name) and arg.id == name:
                     allowed.add(id(arg))
     return bool(loads) and all(id(n) in allowed for n in loads)
+
+
+def _only_kept(fn: ast.AST, loads: list[ast.Name]) -> bool:
+    """Every read registers the value as module state or assigns it to ``self``: the module's own rotary reads
+    it from there, and a float32 value is what the state should hold."""
+    kept: set[int] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "register_buffer" and len(node.args) >= 2:
+            kept.add(id(node.args[1]))
+        elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                                                  and t.value.id == "self" for t in node.targets):
+            kept.add(id(node.value))
+    return all(id(n) in kept for n in loads)
 
 
 def _own_callee(ctx: RuleContext, func: ast.AST) -> bool:

@@ -44,9 +44,15 @@ def rebuild_call(ctx: RuleContext, call: ast.AST, slot: Callable[[int], str],
         return None
     args: list[str] = []
     saw_device = False
+    torch = ctx.imports.alias_for("torch")
     for keyword, arg in [(None, a) for a in call.args] + [(k.arg, k.value) for k in call.keywords]:
         if (isinstance(arg, ast.Name) and arg.id == "device") or keyword == "device":
             text, saw_device = "device", True
+        elif torch is not None and keyword is not None and (keyword == "dtype" or keyword.endswith("_dtype")) \
+                and not ctx.code(arg).endswith(("int64", "long", "int32", "int")):
+            # The rebuild exists to give float32 frequencies (the helper rejects 16 bits): ask the builder for them,
+            # whatever dtype the module was built with (``dtype=config.torch_dtype``).
+            text = f"{torch}.float32"
         elif isinstance(arg, ast.Constant) or (dotted(arg) or [""])[0] == "self":
             text = ctx.code(arg)
         else:

@@ -120,4 +120,23 @@ def _int64_fix(ctx: RuleContext, site: ast.AST, description: str) -> FixPlan | N
     chosen = next((k for k in site.keywords if k.arg == "dtype"), None)
     edit = Replace(chosen.value, f"{torch}.long") if chosen is not None else \
         Replace(site, append_keyword(ctx, site, f"dtype={torch}.long"))
-    return FixPlan("safe", description, (edit, *imports))
+    return FixPlan("safe", description, (edit, *_masked_again(ctx, site), *imports))
+
+
+def _masked_again(ctx: RuleContext, site: ast.Call) -> list[Replace]:
+    """``(mask.cumsum(-1) - 1).clamp_min(0) * mask``: the count multiplied by the float mask it counted promotes
+    back to the mask's dtype, so that operand is taken as int64 too (``* mask.long()``)."""
+    func = site.func
+    counted = func.value if isinstance(func, ast.Attribute) and func.attr == "cumsum" else \
+        site.args[0] if site.args and (dotted(func) or [""])[-1] == "cumsum" else None
+    stmt = ctx.model.statement_of.get(id(site))
+    if not isinstance(counted, ast.Name) or stmt is None:
+        return []
+    edits = []
+    for node in ast.walk(stmt):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Add, ast.Sub)):
+            for side, other in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(other, ast.Name) and other.id == counted.id \
+                        and any(n is site for n in ast.walk(side)):
+                    edits.append(Replace(other, f"{other.id}.long()"))
+    return edits
