@@ -21,6 +21,8 @@ _ROTARY_LITERALS = ("freq", "phase", "polar", "_cis", "rotary", "rope", "Rotary"
 # Either spaced on both sides or on neither: markdown bold in docstrings (``are **not**``) is neither.
 _WRAPPER = re.compile(r"return\s+[\w.]*autocast\(|\byield\b")
 _DEF_NAME = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)")
+# A method named for the angles it returns (``phase_table``, ``get_angles``): its callers handle a phase.
+_ANGLES_METHOD = re.compile(rb"(?:get_|_)?(?:phase|angle)s?(?:_table|_cache|_cached)?")
 _ROTARY_NAME = re.compile(r"rotary|rope|freq|sincos|sinusoid|position|pos_?emb|\bcis\b", re.IGNORECASE)
 
 WRAPPER_MAX_LINES = 40
@@ -555,7 +557,7 @@ def _with_method_callers(text: bytes, blocks: list[_Block]) -> list[str]:
         changed = False
         defs = {m.group(1): m for b in classes if b.interesting for m in _METHOD_DEF.finditer(text, b.begin, b.end)}
         methods = set(defs) - done
-        calls = [b"." + m + b"(" for m in methods if _ROTARY_NAME.search(m.decode())]
+        calls = [b"." + m + b"(" for m in methods if _ROTARY_NAME.search(m.decode()) or _ANGLES_METHOD.fullmatch(m)]
         # ``self.rotary_pos_emb.forward_impl(n, d, dtype=position_ids.dtype, ...)``: a method that takes a dtype
         # builds its tables in whatever dtype a caller hands it.
         typed = [b"." + m + b"(" for m in methods if not _ROTARY_NAME.search(m.decode()) and not m.startswith(b"__")

@@ -4519,3 +4519,118 @@ def test_a_grid_cast_to_a_dtype_its_caller_also_casts_the_tables_to_is_fixed_at_
     assert "get_meshgrid_nd(start, *args, dim=len(rope_dim_list), dtype=torch.float32)" in fixed
     assert ".to(dtype)\n" in fixed.split("def get_nd_rotary_pos_embed")[1]  # the tables' own cast stays
     assert all(code != "RPL005" for _, code in _found(fixed))
+
+
+def test_rates_made_a_tensor_with_new_tensor_of_the_activations_are_float32_and_the_tables_keep_their_dtype():
+    """``x.new_tensor(self._freqs)`` takes ``x``'s bfloat16: the fix asks for float32 and, where the tables used
+    to come out in ``x``'s dtype (positions ``type_as`` the rates), returns them in it still."""
+    source = '''\
+        import math
+
+        import torch
+        from torch import nn
+
+
+        def rope_frequencies(dim, base=10000.0):
+            return [1.0 / math.pow(base, 2 * i / dim) for i in range(dim // 2)]
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                self._freqs = rope_frequencies(dim, base)
+
+            def forward(self, x, position_ids):
+                inv_freq = x.new_tensor(self._freqs)
+                angles = position_ids[..., None].type_as(inv_freq) * inv_freq
+                angles = torch.cat((angles, angles), dim=-1)
+                return angles.cos(), angles.sin()
+        '''
+    found = _found(source)
+    assert found[(17, "RPL006")] == "safe"
+    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "inv_freq = x.new_tensor(self._freqs, dtype=torch.float32)" in fixed
+    assert "return angles.cos().to(x.dtype), angles.sin().to(x.dtype)" in fixed
+    assert _found(fixed) == {}
+    # Positions widened before the product: the tables were float32 already, and stay so (no cast added).
+    widened = source.replace("position_ids[..., None].type_as(inv_freq)", "position_ids[..., None].float()")
+    fixed = fix_text("rotary.py", textwrap.dedent(widened), ALL, unsafe=False).fixed
+    assert "x.new_tensor(self._freqs, dtype=torch.float32)" in fixed and "return angles.cos(), angles.sin()" in fixed
+    # A dtype given explicitly is the author's: ``dtype=torch.float32`` is fine.
+    assert _found(source.replace("x.new_tensor(self._freqs)", "x.new_tensor(self._freqs, dtype=torch.float32)")) \
+        .get((17, "RPL006")) is None
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed, "rotary.py", "exec"),
+         namespace)
+    x = torch.zeros(1, 4, dtype=torch.bfloat16)
+    cos, _ = namespace["Rotary"](64, 5e5)(x, torch.tensor([[131071]]))
+    expected = torch.cos(131071 * 5e5 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+    assert cos.dtype == torch.bfloat16
+    assert torch.allclose(cos[0, 0, :32].double(), expected, atol=2 ** -8 + 1e-3)
+
+
+def test_a_scripted_matmul_of_locals_with_an_axis_of_one_is_an_exact_outer_product():
+    """``pos = ids.to(torch.float32).unsqueeze(-1)``, ``freq = inv_freq.to(torch.float32).unsqueeze(0)``,
+    ``torch.matmul(pos, freq)``: the contracted axis has one element, so the elementwise product is exact."""
+    source = '''\
+        import torch
+        from torch import Tensor
+
+
+        @torch.jit.script
+        def rotary_angles(position_ids: Tensor, inv_freq: Tensor) -> Tensor:
+            pos = position_ids.to(torch.float32).unsqueeze(-1)
+            freq = inv_freq.to(torch.float32).unsqueeze(0)
+            return torch.matmul(pos, freq)
+        '''
+    assert _found(source) == {(9, "RPL003"): "safe"}
+    fixed = fix_text("angles.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    assert "torch.matmul" not in fixed and _found(fixed) == {}
+    # Without the unsqueeze on the right the contraction may be longer than one: not proven.
+    assert _found(source.replace("freq = inv_freq.to(torch.float32).unsqueeze(0)",
+                                 "freq = inv_freq.to(torch.float32)"))[(9, "RPL003")] == "unsafe"
+
+
+def test_angles_of_a_module_out_of_sight_cast_for_another_model_are_reported():
+    """A speculative decoder sharing the target's phase table with its draft: ``phase_table(...)`` of a module the
+    file never connects, cast to the draft's dtype for a cos/sin taken out of sight (held-out: fails from
+    position 2). Reported; keeping the angles float32 is the fix, unsafe (the cast copy may be compared)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=32, base=10000.0, n=4096):
+                super().__init__()
+                self.dim, self.base, self.n = dim, base, n
+
+            def phase_table(self, device=None):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                return torch.arange(self.n, device=device, dtype=torch.float32)[:, None] * inv_freq.to(device)
+
+            def forward(self, position_ids, dtype, phase=None):
+                angles = (self.phase_table(position_ids.device) if phase is None else phase)[position_ids]
+                return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+        class SpeculativeDecoder(nn.Module):
+            def __init__(self, target, draft):
+                super().__init__()
+                self.target, self.draft = target, draft
+                self._draft_phase = None
+
+            def _shared_phase(self, device):
+                if self._draft_phase is None or self._draft_phase.dtype != self.draft.dtype:
+                    self._draft_phase = self.target.rotary.phase_table(device).to(self.draft.dtype)
+                return self._draft_phase
+
+            def draft_position_embeddings(self, position_ids):
+                return self.draft.rotary(position_ids, self.draft.dtype, phase=self._shared_phase(position_ids.device))
+        '''
+    assert _found(source) == {(27, "RPL007"): "unsafe"}
+    fixed = fix_text("spec.py", textwrap.dedent(source), ALL, unsafe=True).fixed
+    assert "self._draft_phase = self.target.rotary.phase_table(device)\n" in fixed
+    # Tables (``cos_sin_table``) cast to a model's dtype are where casts belong.
+    assert _found(source.replace("phase_table(device)", "cos_sin_table(device)")) == {}

@@ -94,6 +94,8 @@ SHAPE_METHODS = {
 }
 _CONFIG_NAMES = ("config", "args", "cfg", "params")
 PROMOTE_ORDER = [Dt.FULL, Dt.LOW, Dt.RUNTIME, Dt.INT, Dt.UNKNOWN]
+# Methods whose name says they return the rotary angles (``phase_table``, ``get_angles``).
+_PHASE_METHOD = re.compile(r"(?:get_|_)?(?:phase|angle)s?(?:_table|_cache|_cached)?")
 # The log of a base or timescale: ``math.log(10000)``, ``torch.log(base)``, ``log_timescale_increment``;
 # not a tensor's own ``.log()`` (geometric interpolation, log-space sampling).
 _LOG_OF_BASE = re.compile(r"\b(?:math|np|numpy|torch)\.log\d*\(|\blog_\w+|\w+_log\b")
@@ -2684,6 +2686,13 @@ class Interpreter:
             if dt is Dt.INT:
                 self.model.casts.append(Cast(node, "new_tensor", vals[0], dtype_val(Dt.INT).evolve(
                     param=receiver.param), receiver_node, frame.scope))
+            elif given is None and receiver.has(Role.ACTIVATION) \
+                    and not any(read.follows_module_casts for read in vals[0].reads):
+                # ``x.new_tensor(self._freqs)``: a list of rates made a tensor in the activations' dtype.
+                dt = Dt.RUNTIME if dt in (Dt.UNKNOWN, Dt.RUNTIME) else dt
+                if dt.can_be_16bit:
+                    self.model.casts.append(Cast(node, "new_tensor", vals[0], dtype_val(dt), receiver_node,
+                                                 frame.scope))
             return vals[0].evolve(dtype=dt, site=node if dt is not Dt.FULL else None, read=None, alt_reads=())
         if method in ("float", "double"):
             if receiver.dtype.can_be_16bit and receiver.site is not None and receiver.read is None \
@@ -2805,6 +2814,9 @@ class Interpreter:
         if receiver is UNKNOWN and self._named(method).has(Role.INV_FREQ):
             # ``rope.inv_freq(device)`` on a module the analysis cannot see into: what the method's name says.
             return Val(frozenset({Role.INV_FREQ}))
+        if receiver is UNKNOWN and _PHASE_METHOD.fullmatch(method):
+            # ``self.target.rotary.phase_table(device)``: the angles, from a module the analysis cannot see into.
+            return Val(frozenset({Role.PHASE}))
         return UNKNOWN
 
     def _specialize(self, node: ast.Call, summary: Summary, bound: dict[str, Val], frame: Frame) -> Summary:

@@ -45,9 +45,9 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
         torch, imports = ctx.torch_name()
         for kw in site.keywords:
             if kw.arg == "dtype":
-                return _plan(ctx, site, kw.value, scope, what, f"build the {what} in float32",
+                return plan_fix(ctx, site, kw.value, scope, what, f"build the {what} in float32",
                              (Replace(kw.value, f"{torch}.float32"), *imports))
-        return _plan(ctx, site, None, scope, what, f"build the {what} in float32",
+        return plan_fix(ctx, site, None, scope, what, f"build the {what} in float32",
                      (Replace(site, append_keyword(ctx, site, f"dtype={torch}.float32")), *imports))
     receiver = cast_receiver(site)
     if receiver is not None and (qualname(receiver, ctx.imports) or "").split(".")[0] in ("torch", "numpy"):
@@ -61,7 +61,7 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
             f"**{{**{ctx.code(k.value)}, \"dtype\": {torch}.float32}}" if k.arg is None else ctx.code(k)
             for k in site.keywords]
         moved = f"{atom_code(ctx, receiver, site)}.to({', '.join(parts)})"
-        return _plan(ctx, site, None, scope, what, f"cast the {what} to float32 (the unpacked keywords stay)",
+        return plan_fix(ctx, site, None, scope, what, f"cast the {what} to float32 (the unpacked keywords stay)",
                      (Replace(site, moved), *imports))
     if receiver is not None:
         text = ctx.code(receiver)
@@ -69,12 +69,12 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
         target = args[0] if args else next((k.value for k in site.keywords if k.arg == "dtype"), site.func)
         if isinstance(receiver, ast.Call) and is_runtime_inv_freq(qualname(receiver.func, ctx.imports) or ""):
             # float32 already (an earlier RPL002 rebuild): the cast just goes
-            return _plan(ctx, site, target, scope, what, f"keep the {what} float32", (Replace(site, text),))
+            return plan_fix(ctx, site, target, scope, what, f"keep the {what} float32", (Replace(site, text),))
         if isinstance(site.func, ast.Attribute) and site.func.attr == "to" and target is not site.func \
                 and len(site.args) + len(site.keywords) > 1:
             # ``t.to(device=d, dtype=dt)``: the device move stays, only the dtype changes.
             torch, imports = ctx.torch_name()
-            return _plan(ctx, site, target, scope, what, f"cast the {what} to float32",
+            return plan_fix(ctx, site, target, scope, what, f"cast the {what} to float32",
                          (Replace(target, f"{torch}.float32"), *imports))
         if isinstance(site.func, ast.Attribute) and site.func.attr in ("to", "type_as") and args \
                 and target is args[0] and not site.keywords and spelled_as_tensor(ctx, target) and not _placed(receiver):
@@ -85,9 +85,9 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
             code = ctx.code(target)
             moved = f"{text}.to({code}.device, {torch}.float32)" if is_atom(receiver) \
                 else f"({text}).to({code}.device, {torch}.float32)"
-            return _plan(ctx, site, target, scope, what, f"cast the {what} to float32 (on `{code}`'s device)",
+            return plan_fix(ctx, site, target, scope, what, f"cast the {what} to float32 (on `{code}`'s device)",
                          (Replace(site, moved), *imports))
-        return _plan(ctx, site, target, scope, what, f"cast the {what} to float32",
+        return plan_fix(ctx, site, target, scope, what, f"cast the {what} to float32",
                      (Replace(site, f"{text}.float()" if is_atom(receiver) else f"({text}).float()"),))
     return None
 
@@ -106,8 +106,8 @@ def _placed(node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and any(k.arg == "device" for k in node.keywords)
 
 
-def _plan(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Scope, what: str, description: str,
-          edits: tuple) -> FixPlan:  # type: ignore[type-arg]
+def plan_fix(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Scope, what: str, description: str,
+             edits: tuple, cast_to: str | None = None) -> FixPlan:  # type: ignore[type-arg]
     """Safe when nothing but the precision can change: the dtype was the implicit default (float32
     unless a framework set a 16-bit default), or the cos/sin tables this function builds are cast
     back to a dtype of their own before they leave it, and the values are never used as indices."""
@@ -116,15 +116,16 @@ def _plan(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Scope,
         why = "the values also feed other tensors (a mask, a returned value), whose dtype would change too"
     if why.startswith("the tables no longer follow") and isinstance(dtype, ast.Name):
         # Tables returned in the caller's dtype: compute in float32 and cast what is returned instead.
-        casts = _return_casts(ctx, scope, dtype.id)
+        to = cast_to or dtype.id
+        casts = _return_casts(ctx, scope, to)
         if casts:
-            return FixPlan("safe", f"{description}, and return the tables in `{dtype.id}`", (*edits, *casts))
-        casts = _stored_casts(ctx, scope, dtype.id)
+            return FixPlan("safe", f"{description}, and return the tables in `{to}`", (*edits, *casts))
+        casts = _stored_casts(ctx, scope, to)
         if casts:
-            return FixPlan("safe", f"{description}, and store the tables in `{dtype.id}`", (*edits, *casts))
-        casts = _packed_casts(ctx, scope, dtype.id)
+            return FixPlan("safe", f"{description}, and store the tables in `{to}`", (*edits, *casts))
+        casts = _packed_casts(ctx, scope, to)
         if casts:
-            return FixPlan("safe", f"{description}, and cast the tables to `{dtype.id}` where they are taken",
+            return FixPlan("safe", f"{description}, and cast the tables to `{to}` where they are taken",
                            (*edits, *casts))
     if why:
         return FixPlan("unsafe", f"{description} ({why})", edits)

@@ -327,9 +327,13 @@ def _tensordot_outer(ctx: RuleContext, product: Product) -> str | None:
 _NOT_A_PRODUCT = ("addmm", "baddbmm", "addbmm", "addmv", "mv", "chain_matmul")
 
 
-def _adds_axis(node: ast.AST) -> bool:
+def _adds_axis(node: ast.AST, fn: ast.AST | None = None) -> bool:
     """``w.unsqueeze(k)`` or ``w[None]``: at least two axes. A matmul whose left operand ends in an axis of one
-    then contracts over one element, so the right one's second-to-last axis is one too: an exact outer product."""
+    then contracts over one element, so the right one's second-to-last axis is one too: an exact outer product.
+    A local of ``fn`` assigned once from such an expression (``freq = inv_freq.float().unsqueeze(0)``) too."""
+    if isinstance(node, ast.Name) and fn is not None:
+        found = assigned_value(fn, node.id, node)
+        return found is not None and found[1] is None and found[0] is not None and _adds_axis(found[0])
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         return node.func.attr == "unsqueeze"
     if isinstance(node, ast.Subscript):
@@ -347,7 +351,7 @@ def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
         # ``torch.addmm(start, t[:, None], f[None, :])`` is ``start + t[:, None] @ f[None, :]``: an outer product
         # (shapes proven) plus a term, which the elementwise product keeps.
         proven = lval is not None and rval is not None and lval.last_is_one \
-            and (rval.second_last_is_one or _adds_axis(product.operands[1]))
+            and (rval.second_last_is_one or _adds_axis(product.operands[1], product.scope.node))
         code = elementwise_code(ctx, product) if proven else None
         if code is None:
             return None
@@ -375,7 +379,7 @@ def elementwise_rewrite(ctx: RuleContext, product: Product) -> FixPlan | None:
         return FixPlan("unsafe", "form the phase as a float32 broadcast product summed over the shared axis (it "
                                  "materialises the product before the sum)", (Replace(product.node, code),))
     shapes_proven = lval is not None and lval.last_is_one \
-        and (rval.second_last_is_one or _adds_axis(product.operands[1]))  # type: ignore[union-attr]
+        and (rval.second_last_is_one or _adds_axis(product.operands[1], product.scope.node))  # type: ignore[union-attr]
     if product.form == "einsum-sum" or (product.form in ("matmul", "einsum-matmul") and not shapes_proven):
         summed = broadcast_sum_code(ctx, product)
         if summed is None:

@@ -17,7 +17,7 @@ from .base import (
     later_loads,
     spelled_as_tensor,
 )
-from .casts import float32_fix, float32_or_callers_fix
+from .casts import float32_fix, float32_or_callers_fix, plan_fix
 
 
 class LowPrecisionInvFreq(Rule):
@@ -69,6 +69,18 @@ class LowPrecisionInvFreq(Rule):
                                                (Replace(cast.node, append_keyword(ctx, cast.node,
                                                                                   f"dtype={torch}.float32")),
                                                 *imports)))
+                continue
+            if cast.method == "new_tensor" and cast.target.dtype.can_be_16bit:
+                owner = ctx.code(cast.target_expr) if cast.target_expr is not None else "the receiver"
+                torch, imports = ctx.torch_name()
+                edits = (Replace(cast.node, append_keyword(ctx, cast.node, f"dtype={torch}.float32")), *imports)
+                ctx.report(self.code, cast.node,
+                           f"inverse frequencies made a tensor in the dtype of `{owner}` (`new_tensor` without "
+                           f"`dtype=` takes it), the activations' bfloat16 or float16: bfloat16 keeps 8 significant "
+                           f"bits, and the phase error grows with the position", cast.scope,
+                           plan_fix(ctx, cast.node, cast.target_expr, cast.scope, "inverse frequencies",
+                                    f"make the tensor `{torch}.float32` (still on `{owner}`'s device)", edits,
+                                    cast_to=f"{owner}.dtype"))
                 continue
             if cast.method == "as_tensor" and cast.target.dtype is Dt.INT and cast.target_expr is not None:
                 torch, imports = ctx.torch_name()

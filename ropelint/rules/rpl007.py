@@ -38,6 +38,24 @@ class TrigAfterDowncast(Rule):
             message = (f"phase cast to a dtype that can be 16-bit, then passed to `{calls[0].callee}` which takes "
                        f"its cos/sin (line {ctx.line_of(calls[0].call)}); cast the tables instead")
             ctx.report(self.code, cast.node, message, cast.scope, self._helper_fix(ctx, cast, calls))
+        # Casts whose angles reach a cos/sin this file takes (on any branch) are reported above, or not at all.
+        seen = {id(site) for event in (*ctx.model.trigs, *ctx.model.helper_trigs) for site in event.arg.sites}
+        for cast in phase_casts.values():
+            if id(cast.node) in seen or cast.receiver.roles != {Role.PHASE} or not cast.target.dtype.can_be_16bit \
+                    or cast.receiver.dtype is not Dt.UNKNOWN:
+                continue
+            # The angles of a module this file cannot see into (``self.target.rotary.phase_table(device)``), cast
+            # for another model that takes their cos/sin out of sight (a speculative draft sharing the table).
+            split = self._split(ctx, cast)
+            fix = None
+            if split is not None and cast.method == "to" and len(cast.node.args) == 1 and not cast.node.keywords:
+                fix = FixPlan("unsafe", "keep the angles float32 (the module taking their cos/sin casts its tables; "
+                                        "code elsewhere may depend on the cast dtype)",
+                              (Replace(cast.node, split[0]),))
+            ctx.report(self.code, cast.node,
+                       f"phase cast to `{ctx.code(cast.target_expr) if cast.target_expr is not None else 'a dtype'}`, "
+                       f"which can be 16-bit, and handed on for cos/sin: bfloat16 keeps 8 bits of angles that reach "
+                       f"thousands of radians; cast the tables instead", cast.scope, fix)
 
     @staticmethod
     def _split(ctx: RuleContext, cast: Cast) -> tuple[str, str] | None:
