@@ -476,10 +476,9 @@ def call_argument(fn: FunctionNode, param: str, is_method: bool, call: ast.Call)
         return False
     keyword_only = {a.arg for a in fn.args.kwonlyargs}
     positional = [p for p in call_params(fn, is_method) if p not in keyword_only]
-    given = next((k.value for k in call.keywords if k.arg == param), None)
-    if given is None and param in positional and positional.index(param) < len(call.args):
-        given = call.args[positional.index(param)]
-    return given
+    if param in positional and positional.index(param) < len(call.args):
+        return call.args[positional.index(param)]
+    return None
 
 
 def _picked_from(node: ast.expr) -> str | None:

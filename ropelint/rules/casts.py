@@ -46,9 +46,9 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
         for kw in site.keywords:
             if kw.arg == "dtype":
                 return plan_fix(ctx, site, kw.value, scope, what, f"build the {what} in float32",
-                             (Replace(kw.value, f"{torch}.float32"), *imports))
+                                (Replace(kw.value, f"{torch}.float32"), *imports))
         return plan_fix(ctx, site, None, scope, what, f"build the {what} in float32",
-                     (Replace(site, append_keyword(ctx, site, f"dtype={torch}.float32")), *imports))
+                        (Replace(site, append_keyword(ctx, site, f"dtype={torch}.float32")), *imports))
     receiver = cast_receiver(site)
     if receiver is not None and (qualname(receiver, ctx.imports) or "").split(".")[0] in ("torch", "numpy"):
         return None  # a library function (``torch.something(...)``), not a cast of a tensor
@@ -62,7 +62,7 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
             for k in site.keywords]
         moved = f"{atom_code(ctx, receiver, site)}.to({', '.join(parts)})"
         return plan_fix(ctx, site, None, scope, what, f"cast the {what} to float32 (the unpacked keywords stay)",
-                     (Replace(site, moved), *imports))
+                        (Replace(site, moved), *imports))
     if receiver is not None:
         text = ctx.code(receiver)
         args = site.args[1:] if site.args and receiver is site.args[0] else site.args  # unbound: t is args[0]
@@ -75,7 +75,7 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
             # ``t.to(device=d, dtype=dt)``: the device move stays, only the dtype changes.
             torch, imports = ctx.torch_name()
             return plan_fix(ctx, site, target, scope, what, f"cast the {what} to float32",
-                         (Replace(target, f"{torch}.float32"), *imports))
+                            (Replace(target, f"{torch}.float32"), *imports))
         if isinstance(site.func, ast.Attribute) and site.func.attr in ("to", "type_as") and args \
                 and target is args[0] and not site.keywords and spelled_as_tensor(ctx, target) and not _placed(receiver):
             # A cast to another tensor also moves to its device: ``.to(self.decay)``, and ``.type_as(self.inv_freq)``
@@ -86,9 +86,9 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
             moved = f"{text}.to({code}.device, {torch}.float32)" if is_atom(receiver) \
                 else f"({text}).to({code}.device, {torch}.float32)"
             return plan_fix(ctx, site, target, scope, what, f"cast the {what} to float32 (on `{code}`'s device)",
-                         (Replace(site, moved), *imports))
+                            (Replace(site, moved), *imports))
         return plan_fix(ctx, site, target, scope, what, f"cast the {what} to float32",
-                     (Replace(site, f"{text}.float()" if is_atom(receiver) else f"({text}).float()"),))
+                        (Replace(site, f"{text}.float()" if is_atom(receiver) else f"({text}).float()"),))
     return None
 
 

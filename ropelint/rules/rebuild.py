@@ -49,7 +49,7 @@ def rebuild_call(ctx: RuleContext, call: ast.AST, slot: Callable[[int], str],
         if (isinstance(arg, ast.Name) and arg.id == "device") or keyword == "device":
             text, saw_device = "device", True
         elif torch is not None and keyword is not None and (keyword == "dtype" or keyword.endswith("_dtype")) \
-                and not ctx.code(arg).endswith(("int64", "long", "int32", "int")):
+                and not ctx.code(arg).endswith((".int64", ".long", ".int32", ".int", ".int16", ".int8")):
             # The rebuild exists to give float32 frequencies (the helper rejects 16 bits): ask the builder for them,
             # whatever dtype the module was built with (``dtype=config.torch_dtype``).
             text = f"{torch}.float32"
