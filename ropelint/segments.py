@@ -613,8 +613,8 @@ def _with_small_helpers(text: bytes, blocks: list[_Block],
 
 
 _REGISTRY_CALL = re.compile(rb"self\.\w+\s*=\s*([A-Z_][A-Z0-9_]*)\[[^\]\n]*\]\(")
-_REGISTRY_DICT = re.compile(rb"([A-Z_][A-Z0-9_]*)\s*(?::[^=\n]*)?=\s*\{")
-_REGISTRY_VALUE = re.compile(rb":\s*([A-Za-z_]\w*)\s*(?=[,}\n])")
+_REGISTRY_DICT = re.compile(rb"([A-Z_][A-Z0-9_]*)\s*(?::[^=\n]*)?=\s*(?:\{|dict\()")
+_REGISTRY_VALUE = re.compile(rb"(?::|\w=)\s*([A-Za-z_]\w*)\s*(?=[,})\n])")
 # ``self.rope_init_fn = ROPE_INIT_FUNCTIONS[rope_type]`` or ``ROPE_INIT_FUNCTIONS[kind](config, ...)``: a dict of
 # functions, called later through what was picked.
 _FUNCTION_PICK = re.compile(rb"(?:=\s*|[^\w.])([A-Z_][A-Z0-9_]*)(?:\[[^\]\n]*\]\s*(?:\(|$)|\.get\()", re.MULTILINE)

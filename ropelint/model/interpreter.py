@@ -472,26 +472,53 @@ def call_argument(fn: FunctionNode, param: str, is_method: bool, call: ast.Call)
     named = next((k.value for k in call.keywords if k.arg == param), None)
     if named is not None:
         return named  # whatever ``*args``/``**kwargs`` hold, they cannot pass it again
-    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
-        return False
     keyword_only = {a.arg for a in fn.args.kwonlyargs}
     positional = [p for p in call_params(fn, is_method) if p not in keyword_only]
-    if param in positional and positional.index(param) < len(call.args):
-        return call.args[positional.index(param)]
+    leading = next((i for i, a in enumerate(call.args) if isinstance(a, ast.Starred)), len(call.args))
+    if param in positional and positional.index(param) < leading:
+        return call.args[positional.index(param)]  # passed in place: ``**kwargs`` cannot pass it again
+    if leading < len(call.args) or any(k.arg is None for k in call.keywords):
+        return False
     return None
+
+
+def _plain_tensor_param(val: Val) -> bool:
+    """A parameter nothing is known about, not named as ids or positions (``like``, ``ref``): a tensor whose
+    dtype the caller decides, often the activations'."""
+    return val.param is not None and not val.roles and val.dtype is Dt.UNKNOWN \
+        and not INT_BY_NAME.match(val.param) and not POSITION_NAMES.match(val.param)
+
+
+def _filled_with(fn: ast.AST | None, name: str) -> list[ast.expr]:
+    """What ``fn`` puts into the local container ``name``: ``params[key] = value`` and ``params.append(value)``
+    (``params = {}`` filled in a loop, then ``nn.ParameterDict(params)``)."""
+    found: list[ast.expr] = []
+    for node in ast.walk(fn) if fn is not None else ():
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript) \
+                and isinstance(node.targets[0].value, ast.Name) and node.targets[0].value.id == name:
+            found.append(node.value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append" \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == name and len(node.args) == 1:
+            found.append(node.args[0])
+    return found
 
 
 def _picked_from(node: ast.expr) -> str | None:
-    """``REG`` of ``REG[kind]`` or ``REG.get(kind)``."""
-    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
-        return node.value.id
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" \
-            and isinstance(node.func.value, ast.Name):
-        return node.func.value.id
+    """``REG`` of ``REG[kind]`` or ``REG.get(kind)``, and ``_INIT`` of ``self._INIT[kind]`` (``Cls._INIT[kind]``)."""
+    if isinstance(node, ast.Subscript):
+        held = node.value
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+        held = node.func.value
+    else:
+        return None
+    if isinstance(held, ast.Name):
+        return held.id
+    if isinstance(held, ast.Attribute) and isinstance(held.value, ast.Name):
+        return held.attr
     return None
 
 
-def _float32_defaulted(fn: FunctionNode) -> set[str]:
+def float32_defaulted(fn: FunctionNode) -> set[str]:
     """Parameters whose default is ``torch.float32`` (or ``torch.float``, ``torch.float64``)."""
     return {p for p, d in _defaults(fn) if isinstance(d, ast.Attribute) and isinstance(d.value, ast.Name)
             and d.attr in ("float32", "float", "float64", "double")}
@@ -532,6 +559,7 @@ class Interpreter:
         self._metadata_read = False
         self._calls_by_name: dict[str, list[ast.Call]] | None = None
         self._registry_table: dict[str, list[ast.Call]] | None = None  # function name -> calls through a dict
+        self._class_registries: dict[str, set[str]] = {}  # class attribute -> the methods its dict names
         self._callers: dict[int, FunctionNode] | None = None  # call node id -> the innermost function holding it
         self._mros: dict[str, tuple[ClassInfo, list[ClassInfo]]] = {}
         self._analysing = False  # every class is registered (their in-file MROs no longer change)
@@ -608,7 +636,8 @@ class Interpreter:
             if not isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
                 frame = Frame({}, {}, Scope("<module>", None, (), None, stmt), None, [])
                 self._stmt(stmt, frame)
-        if any(isinstance(v, ast.Name) for values in self._dict_constants.values() for v in values.values()):
+        if self._class_registries or any(isinstance(v, ast.Name) for values in self._dict_constants.values()
+                                         for v in values.values()):
             self.model.registry_calls = self.registry_calls()  # the fixes edit what these calls pass
         return self.model
 
@@ -636,6 +665,15 @@ class Interpreter:
                 if stmt.name == "__init__":  # where submodules are built; walking every method costs too much
                     info.submodules.update(_submodules(stmt))
                     info.elements.update(_element_classes(stmt))
+        for stmt in node.body:
+            # ``_INIT = {"default": _default, "linear": _linear}`` of the class's own (static) methods, called as
+            # ``self._INIT[kind](...)``: a dict of functions, as a module-level one is.
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) \
+                    and isinstance(stmt.value, ast.Dict):
+                named = {v.id for v in stmt.value.values if isinstance(v, ast.Name)
+                         and (v.id in info.methods or v.id in self.model.functions)}
+                if named:
+                    self._class_registries.setdefault(stmt.targets[0].id, set()).update(named)
         init = info.methods.get("__init__")
         builders = [init] if init is not None else []
         if init is None:
@@ -704,6 +742,9 @@ class Interpreter:
         if isinstance(value, ast.Dict) and all(isinstance(k, ast.Constant) and isinstance(k.value, str)
                                                for k in value.keys):
             self._dict_constants[name] = {k.value: v for k, v in zip(value.keys, value.values)}  # type: ignore[union-attr]
+        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict" \
+                and not value.args and value.keywords and all(k.arg for k in value.keywords):
+            self._dict_constants[name] = {k.arg: k.value for k in value.keywords}  # type: ignore[misc]
         elif self._partial_guard(value, stmt, name):
             self.wrappers[name] = "disabled"
         elif isinstance(value, ast.Attribute) and (qualname(value, self.imports) or "").startswith("torch.") \
@@ -912,7 +953,7 @@ class Interpreter:
         inert = (len(self.model.products), len(self.model.trigs)) == before
         return Summary(ret, items, frozenset(frame.trig_params), frozenset(frame.position_params), tuple(params),
                        frozenset(frame.freq_params), inert, tuple(frame.int_casts), tuple(frame.dtype_casts),
-                       tuple(frame.tensor_casts), tuple(frame.param_casts), frozenset(_float32_defaulted(fn)),
+                       tuple(frame.tensor_casts), tuple(frame.param_casts), frozenset(float32_defaulted(fn)),
                        tuple(dict.fromkeys(frame.container_writes)), tuple(dict.fromkeys(frame.int_buffer_writes)),
                        frame.made)
 
@@ -1300,7 +1341,10 @@ class Interpreter:
             return None
         items = call.args[0]
         elements = items.elts if isinstance(items, (ast.List, ast.Tuple)) else \
-            items.values if isinstance(items, ast.Dict) else []
+            items.values if isinstance(items, ast.Dict) else \
+            [items.elt] if isinstance(items, ast.ListComp) else \
+            [items.value] if isinstance(items, ast.DictComp) else \
+            _filled_with(frame.scope.node, items.id) if isinstance(items, ast.Name) else []
         holders = []
         for element in elements:
             if not isinstance(element, ast.Call):
@@ -2685,7 +2729,7 @@ class Interpreter:
             if dt is Dt.INT:
                 self.model.casts.append(Cast(node, "new_tensor", vals[0], dtype_val(Dt.INT).evolve(
                     param=receiver.param), receiver_node, frame.scope))
-            elif given is None and receiver.has(Role.ACTIVATION) \
+            elif given is None and (receiver.has(Role.ACTIVATION) or _plain_tensor_param(receiver)) \
                     and not any(read.follows_module_casts for read in vals[0].reads):
                 # ``x.new_tensor(self._freqs)``: a list of rates made a tensor in the activations' dtype.
                 dt = Dt.RUNTIME if dt in (Dt.UNKNOWN, Dt.RUNTIME) else dt
@@ -2884,12 +2928,12 @@ class Interpreter:
     def _kept_params(fn: FunctionNode, params: list[str] | tuple[str, ...]) -> set[str]:
         """Parameters a caller may pin to float32: defaulted to float32 or ``None``, or required."""
         defaulted = {name for name, _ in _defaults(fn)}
-        return {*_float32_defaulted(fn), *_none_defaulted(fn), *(q for q in params if q not in defaulted)}
+        return {*float32_defaulted(fn), *_none_defaulted(fn), *(q for q in params if q not in defaulted)}
 
     def _param_kept_full(self, fn: FunctionNode, param: str, is_method: bool, depth: int = 0) -> bool:
         """Every call of ``fn`` the file makes leaves ``param`` float32: its float32 default, or a float32 dtype
         passed (always passed, where the default is ``None``: what ``None`` means is up to the function)."""
-        if param in _float32_defaulted(fn):
+        if param in float32_defaulted(fn):
             return self._callers_keep_default(fn, param, is_method, depth=depth)
         return self._callers_keep_default(fn, param, is_method, explicit=True, depth=depth)
 
@@ -2951,6 +2995,8 @@ class Interpreter:
             registries = {reg: {v.id for v in values.values() if isinstance(v, ast.Name)}
                           for reg, values in self._dict_constants.items()}
             registries = {reg: names for reg, names in registries.items() if names}
+            for attr, names in self._class_registries.items():
+                registries.setdefault(attr, set()).update(names)
             picked: dict[str, set[str]] = {}  # name the pick is stored under -> registries
             direct: list[tuple[str, ast.Call]] = []
             for node in ast.walk(self.module) if registries else ():

@@ -13,7 +13,7 @@ import ast
 import re
 
 from ..diagnostics import FixPlan, NodeEdit, Replace
-from ..model.interpreter import call_argument, call_params, held_class, in_file_mro
+from ..model.interpreter import call_argument, call_params, float32_defaulted, held_class, in_file_mro
 from .base import RuleContext, calls_in_text, later_loads
 from .construction import assigned_value
 
@@ -71,7 +71,7 @@ def _root_calls(ctx: RuleContext, cls_name: str | None, fn: ast.FunctionDef, par
     calls = list(calls_of(ctx, cls_name, fn.name, inherited=True))
     if calls_in_text(ctx.source, fn.name) > len(calls):
         return None  # a call the analysis did not see (pruned, or through another receiver) would keep its dtype
-    if cls_name is None:
+    if cls_name is None or fn.name in ctx.model.registry_calls:  # a module's dict of functions, or a class's
         through = ctx.model.registry_calls.get(fn.name, [])
         for reg, seen in ctx.model.registry_picks.items() if through else ():
             if len(re.findall(rf"\b{reg}\s*(?:\[|\.get\()", ctx.source)) > seen:
@@ -87,8 +87,11 @@ def _root_calls(ctx: RuleContext, cls_name: str | None, fn: ast.FunctionDef, par
     if not calls:
         return None
     found: list[tuple[ast.FunctionDef, ast.Call, ast.expr]] = []
+    float32_default = param in float32_defaulted(fn)
     for caller, call in calls:
         given = call_argument(fn, param, cls_name is not None, call)
+        if given is None and float32_default:
+            continue  # ``self.rope_init_fn(config, device=device)``: the float32 default decides
         if given is None or given is False:
             return None  # the default (or an unpacked list) decides: nothing to rewrite at the call
         owner = enclosing_function(ctx, call) if isinstance(given, ast.Name) and depth < 3 else None
@@ -184,20 +187,22 @@ def _feeds_only_own_calls(ctx: RuleContext, caller: ast.AST, call: ast.Call) -> 
     own functions or methods (``self.forward(seq, ...)``): the positions go nowhere else."""
     owner = ctx.model.statement_of.get(id(call))
     if isinstance(owner, ast.Assign) and owner.value is call and len(owner.targets) == 1 \
+            and isinstance(owner.targets[0], ast.Attribute) and isinstance(owner.targets[0].value, ast.Name) \
+            and owner.targets[0].value.id == "self":
+        return True  # ``self.inv_freq = self._INIT[kind](...)``: the module's own state, float32 as it should be
+    if isinstance(owner, ast.Assign) and owner.value is call and len(owner.targets) == 1 \
             and isinstance(owner.targets[0], ast.Tuple):
         # ``inv_freq, self.attention_scaling = self.rope_init_fn(...)``: each name goes to the module's own state.
         names = [e.id for e in owner.targets[0].elts if isinstance(e, ast.Name)]
-        return bool(names) and all(_only_kept(caller, later_loads(caller, owner, name)) for name in names)
+        return bool(names) and all(_only_kept(caller, later_loads(caller, owner, name), _phase_operands(ctx, caller))
+                                   for name in names)
     if not (isinstance(owner, ast.Assign) and owner.value is call and len(owner.targets) == 1
             and isinstance(owner.targets[0], ast.Name)):
         return False
     name = owner.targets[0].id
     loads = later_loads(caller, owner, name)
-    allowed: set[int] = set()
     # An operand of this function's own phase (``pos[..., None] * inv_freq.float()``) goes nowhere else.
-    for product in ctx.model.products:
-        for operand in product.operands if product.scope.node is caller else ():
-            allowed.update(id(n) for n in ast.walk(operand) if isinstance(n, ast.Name) and n.id == name)
+    allowed = _phase_operands(ctx, caller)
     for node in ast.walk(caller):
         if isinstance(node, ast.Call) and _own_callee(ctx, node.func):
             for arg in (*node.args, *(k.value for k in node.keywords)):
@@ -211,10 +216,16 @@ def _feeds_only_own_calls(ctx: RuleContext, caller: ast.AST, call: ast.Call) -> 
     return bool(loads) and all(id(n) in allowed for n in loads)
 
 
-def _only_kept(fn: ast.AST, loads: list[ast.Name]) -> bool:
-    """Every read registers the value as module state or assigns it to ``self``: the module's own rotary reads
-    it from there, and a float32 value is what the state should hold."""
-    kept: set[int] = set()
+def _phase_operands(ctx: RuleContext, fn: ast.AST) -> set[int]:
+    """The name nodes inside the operands of the phase products ``fn`` forms."""
+    return {id(n) for product in ctx.model.products if product.scope.node is fn
+            for operand in product.operands for n in ast.walk(operand) if isinstance(n, ast.Name)}
+
+
+def _only_kept(fn: ast.AST, loads: list[ast.Name], operands: set[int] = frozenset()) -> bool:  # type: ignore[assignment]
+    """Every read registers the value as module state, assigns it to ``self`` or is an operand of ``fn``'s own
+    phase: the module's rotary reads it, and a float32 value is what it should be."""
+    kept: set[int] = set(operands)
     for node in ast.walk(fn):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and node.func.attr == "register_buffer" and len(node.args) >= 2:

@@ -108,7 +108,8 @@ class LowPrecisionInvFreq(Rule):
                 continue
             message = ("inverse frequencies cast to a dtype that can be 16-bit: bfloat16 keeps 8 significant bits, "
                        "and the phase error grows with the position (7.3 rad at 4096 for head_dim 128)")
-            ctx.report(self.code, cast.node, message, cast.scope, float32_fix(ctx, cast.node, "inverse frequencies", cast.scope))
+            ctx.report(self.code, cast.node, message, cast.scope,
+                       float32_or_callers_fix(ctx, cast.node, "inverse frequencies", cast.scope))
 
 
 def _base_tensor(site: ast.AST) -> bool:
