@@ -17,7 +17,7 @@ from .base import (
     later_loads,
     spelled_as_tensor,
 )
-from .casts import float32_fix, float32_or_callers_fix, plan_fix
+from .casts import float32_or_callers_fix, plan_fix
 
 
 class LowPrecisionInvFreq(Rule):
