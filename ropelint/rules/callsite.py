@@ -188,8 +188,10 @@ def _feeds_only_own_calls(ctx: RuleContext, caller: ast.AST, call: ast.Call) -> 
     owner = ctx.model.statement_of.get(id(call))
     if isinstance(owner, ast.Assign) and owner.value is call and len(owner.targets) == 1 \
             and isinstance(owner.targets[0], ast.Attribute) and isinstance(owner.targets[0].value, ast.Name) \
-            and owner.targets[0].value.id == "self":
-        return True  # ``self.inv_freq = self._INIT[kind](...)``: the module's own state, float32 as it should be
+            and owner.targets[0].value.id == "self" and not re.search(r"pos|ids|idx|index|step", owner.targets[0].attr):
+        # ``self.inv_freq = self._INIT[kind](...)``: the module's own frequencies, float32 as they should be (not
+        # positions kept on the module, which other code may use as indices).
+        return True
     if isinstance(owner, ast.Assign) and owner.value is call and len(owner.targets) == 1 \
             and isinstance(owner.targets[0], ast.Tuple):
         # ``inv_freq, self.attention_scaling = self.rope_init_fn(...)``: each name goes to the module's own state.
