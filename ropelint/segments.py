@@ -21,8 +21,10 @@ _ROTARY_LITERALS = ("freq", "phase", "polar", "_cis", "rotary", "rope", "Rotary"
 # Either spaced on both sides or on neither: markdown bold in docstrings (``are **not**``) is neither.
 _WRAPPER = re.compile(r"return\s+[\w.]*autocast\(|\byield\b")
 _DEF_NAME = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)")
-# A method named for the angles it returns (``phase_table``, ``get_angles``): its callers handle a phase.
-_ANGLES_METHOD = re.compile(rb"(?:get_|_)?(?:phase|angle)s?(?:_table|_cache|_cached)?")
+# A method named for the angles it returns (``phase_table``, ``get_angles``): its callers handle a phase (the
+# interpreter reads such a method of a module it cannot see as returning the phase).
+ANGLES_METHOD = r"(?:get_|_)?(?:phase|angle)s?(?:_table|_cache|_cached)?"
+_ANGLES_METHOD = re.compile(ANGLES_METHOD.encode())
 _ROTARY_NAME = re.compile(r"rotary|rope|freq|sincos|sinusoid|position|pos_?emb|\bcis\b", re.IGNORECASE)
 
 WRAPPER_MAX_LINES = 40

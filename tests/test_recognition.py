@@ -21,6 +21,11 @@ def _found(source: str) -> dict[tuple[int, str], str | None]:
     return {(d.line, d.code): (d.fix.safety if d.fix else None) for d in result.diagnostics}
 
 
+def _fixed(source: str, unsafe: bool = False) -> str:
+    """The source after ``ropelint fix --write`` (safe fixes only unless ``unsafe``)."""
+    return fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=unsafe).fixed
+
+
 # A correct rotary (float32 frequencies and positions, tables cast to the activation): several tests hand it
 # something wrong from a holder.
 _CORRECT_ROTARY = '''\
@@ -327,7 +332,7 @@ def test_a_lambda_is_analysed_at_its_call_with_the_arguments_it_gets():
             return angles.cos(), angles.sin()
         '''
     assert _found(source) == {(10, "RPL003"): "safe", (15, "RPL003"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert fixed.count("p.unsqueeze(-1) * w.unsqueeze(0)") == 2 and "@" not in fixed
     assert _found(fixed) == {}
     uncalled = source.replace("angles = outer(pos.float(), omega(d))",
@@ -354,7 +359,7 @@ def test_tables_allocated_from_named_ids_truncate_what_is_written_into_them():
             return cos
         '''
     assert _found(source) == {(7, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "bar_ids.new_zeros(*bar_ids.shape, dim // 2, dtype=torch.float32)" in fixed
     assert _found(fixed) == {}
     # An unnamed float tensor claims nothing.
@@ -387,7 +392,7 @@ def test_a_table_attribute_first_set_to_none_and_gathered_with_embedding_keeps_i
                 return F.embedding(position_ids, self._cos).type_as(position_ids)
         '''
     assert _found(source) == {(20, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "F.embedding(position_ids, self._cos).type_as(x)" in fixed
     assert _found(source.replace(".type_as(position_ids)", ".type_as(x)")) == {}
 
@@ -411,7 +416,7 @@ def test_positions_appended_to_a_list_keep_their_dtype_through_cat():
             return emb.cos().to(pos_ids), emb.sin().to(pos_ids)
         '''
     assert _found(source) == {(13, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "emb.cos().to(pos_ids.device)" in fixed and _found(fixed) == {}
 
 
@@ -435,7 +440,7 @@ def test_a_frequency_matrix_filled_block_by_block_forms_the_phase_of_its_einsum(
             return phase.cos(), phase.sin()
         '''
     assert _found(source) == {(11, "RPL003"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "phase = sum((coords.float() * 100.0)[:, :, k][:, :, None] * mat.float()[k][None, None, :] " \
            "for k in range((coords.float() * 100.0).shape[2]))" in fixed
     assert _found(fixed) == {}
@@ -458,7 +463,7 @@ def test_bmm_with_an_axis_of_one_is_an_outer_product_and_an_added_term_is_never_
             return freqs.cos(), freqs.sin()
         '''
     assert _found(source) == {(6, "RPL004"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "freqs = (pos * inv)" in fixed and "autocast" not in fixed and _found(fixed) == {}
     unguarded = textwrap.dedent(source).replace("    with torch.cuda.amp.autocast(enabled=False):\n", "    if True:\n")
     added = unguarded.replace("torch.bmm(pos, inv)", "torch.baddbmm(torch.zeros(1), pos, inv)")
@@ -513,7 +518,7 @@ def test_a_float64_table_cast_to_integer_positions_becomes_float32_not_float64()
             return out.to(pos.dtype)
         '''
     assert _found(source) == {(9, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "return out.float()" in fixed and _found(fixed) == {}
 
 
@@ -532,7 +537,7 @@ def test_a_type_name_of_ids_casts_the_tables_and_the_fix_keeps_the_activations_d
             return query * cos.repeat_interleave(2, -1) + query * sin.repeat_interleave(2, -1)
         '''
     assert _found(source) == {(8, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "sin, cos = sin.type(query.type()), cos.type(query.type())" in fixed and _found(fixed) == {}
 
 
@@ -555,7 +560,7 @@ def test_tables_allocated_like_integer_positions_or_cast_to_a_tokenizer_mask_tru
             return sin
         '''
     assert _found(source) == {(9, "RPL001"): "safe", (11, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "torch.empty_like(pos, memory_format=torch.contiguous_format, dtype=torch.float32)" in fixed
     assert "return angles.sin()\n" in fixed and _found(fixed) == {}
 
@@ -578,7 +583,7 @@ def test_a_helper_that_only_casts_to_its_second_argument_is_dropped_when_handed_
             return _match(torch.cos(angles), positions), _match(torch.sin(angles), positions)
         '''
     assert _found(source) == {(11, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "return torch.cos(angles), torch.sin(angles)" in fixed and _found(fixed) == {}
     busier = source.replace("return t.to(ref.dtype)", "assert t.dim() >= 1\n            return t.to(ref.dtype)")
     assert set(_found(busier).values()) == {None}
@@ -616,7 +621,7 @@ def test_guards_held_in_an_attribute_or_chosen_by_a_conditional_expression_are_g
                 return freqs
         '''
     assert _found(source) == {(16, "RPL004"): "safe", (23, "RPL004"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "with " not in fixed and "@" not in fixed and "matmul" not in fixed and _found(fixed) == {}
 
 
@@ -645,7 +650,7 @@ def test_a_phase_written_by_a_helper_into_a_buffer_the_caller_allocated_from_ids
             return freqs.cos(), freqs.sin()
         '''
     assert _found(source) == {(16, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "freqs.shape[-1]), dtype=torch.float32)" in fixed and _found(fixed) == {}
 
 
@@ -666,7 +671,7 @@ def test_autocast_switched_off_and_back_on_around_the_phase_is_a_guard():
             return freqs
         '''
     assert _found(source) == {(7, "RPL004"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "set_autocast_enabled" not in fixed and "freqs = (seq.unsqueeze(1) * inv_freq.unsqueeze(0))" in fixed
     assert _found(fixed) == {}
     lone = source.replace("            torch.set_autocast_enabled(True)\n", "")
@@ -697,7 +702,7 @@ def test_engine_shapes_positions_reassigned_from_the_parameter_and_buffers_a_hel
             return cache[positions], _merge(phase, positions)
         '''
     assert _found(source) == {(5, "RPL001"): "safe", (14, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "positions.new_empty(chunk.shape[1:], dtype=torch.float32)" in fixed
     assert "cache = cache.to(positions.device, dtype=query.dtype)" in fixed and _found(fixed) == {}
 
@@ -740,7 +745,7 @@ def test_a_dtype_reaching_a_table_builder_through_a_held_object_and_a_static_met
                 return self.rope_params.create_rope_const_params(dtype=position_ids.dtype)[position_ids]
         '''
     assert _found(source) == {(30, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "create_rope_const_params(dtype=torch.float32)" in fixed and _found(fixed) == {}
 
 
@@ -761,7 +766,7 @@ def test_notebook_shapes_legacy_long_tensors_and_module_level_dtype_constants():
             return freqs.cos().to(pos), freqs.sin().to(DTYPE)
         '''
     assert _found(source) == {(8, "RPL005"): "safe", (11, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "t = torch.arange(n, dtype=torch.float32)" in fixed and "freqs.cos().to(pos.device)" in fixed
     assert _found(fixed) == {}
     assert _found(source.replace("DTYPE = torch.bfloat16", "DTYPE = torch.float32")) == {(11, "RPL001"): "safe"}
@@ -793,7 +798,7 @@ def test_factor_buffers_handed_to_a_frequency_method_are_rounded_state():
                 return freqs.cos(), freqs.sin()
         '''
     assert _found(source) == {(17, "RPL002"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "def _apply(self, fn, *args, **kwargs)" in fixed and _found(fixed) == {}
     plain = source.replace('self.register_buffer("long_factor", torch.tensor(factors, dtype=torch.float32), '
                            'persistent=False)', "self.long_factor = torch.tensor(factors, dtype=torch.float32)")
@@ -831,7 +836,7 @@ def test_python_list_tables_cached_in_a_dict_and_copied_by_the_ids_new_tensor():
                 return cos[position_ids].to(x.dtype), sin[position_ids].to(x.dtype)
         '''
     assert _found(source) == {(21, "RPL001"): "safe", (22, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "cos = position_ids.new_tensor(cos_tab, dtype=torch.float32)" in fixed
     assert _found(fixed) == {}
     # A cache of something else (token counts) read the same way is no table.
@@ -903,7 +908,7 @@ def test_a_record_of_tables_from_a_cached_property_moved_with_to_positions():
                 return tables.cos[position_ids].to(x.dtype), tables.sin[position_ids].to(x.dtype)
         '''
     assert _found(source) == {(28, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "tables = self.tables.to(position_ids.device)" in fixed
     assert _found(source.replace("self.tables.to(position_ids)", "self.tables.to(x.device)")) == {}
 
@@ -946,7 +951,7 @@ def test_a_rotary_picked_from_a_class_registry_and_handed_token_ids():
                 return self.rotary_emb(input_ids, position_ids)
         '''
     assert _found(source) == {(30, "RPL001"): "unsafe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=True).fixed
+    fixed = _fixed(source, unsafe=True)
     assert "return self.rotary_emb(input_ids.float(), position_ids)" in fixed
     embedded = source.replace("def forward(self, input_ids, position_ids):", "def forward(self, hidden_states, position_ids):") \
         .replace("self.rotary_emb(input_ids, position_ids)", "self.rotary_emb(hidden_states, position_ids)")
@@ -984,7 +989,7 @@ def test_an_optional_like_tensor_falling_back_to_the_positions():
                 return q * cos, k * sin
         '''
     assert _found(source) == {(23, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "cos, sin = self.table(position_ids, like=q)" in fixed
     assert _found(fixed) == {}
 
@@ -1022,7 +1027,7 @@ def test_dtype_fallbacks_spelled_as_conditional_expressions():
             return [get_1d_rotary_pos_embed(d, grid[i]) for i, d in enumerate(dims)]
         '''
     assert _found(functional) == {(26, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(functional), ALL, unsafe=False).fixed
+    fixed = _fixed(functional)
     assert "get_1d_rotary_pos_embed(d, grid[i], dtype=torch.float32)" in fixed
     assert _found(fixed) == {}
 
@@ -1059,7 +1064,7 @@ def test_dtype_fallbacks_spelled_as_conditional_expressions():
         '''
     found = _found(module)
     assert found[(29, "RPL001")] == "safe" and found[(20, "RPL001")] == "safe"
-    fixed = fix_text("rotary.py", textwrap.dedent(module), ALL, unsafe=False).fixed
+    fixed = _fixed(module)
     assert "return self.rope(position_ids, dtype=x.dtype)" in fixed
     assert _found(fixed) == {}
 
@@ -1187,10 +1192,10 @@ def test_state_updated_in_place_is_not_rebuilt_from_the_constructor():
                 emb = torch.cat((freqs, freqs), dim=-1)
                 return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
         '''
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "def _apply(self, fn, *args, **kwargs):" in fixed and "inv_freq_from" not in fixed
     constant = source.replace("                if self.dynamic:\n                    self.inv_freq.data.copy_(self._compute(self.base * 2.0))\n", "")
-    rebuilt = fix_text("rotary.py", textwrap.dedent(constant), ALL, unsafe=False).fixed
+    rebuilt = _fixed(constant)
     assert "def _apply(" not in rebuilt and "rope_runtime" in rebuilt
 
 
@@ -1222,7 +1227,7 @@ def test_a_private_helper_returning_the_cast_phase_to_its_one_caller():
         '''
     found = _found(source)
     assert set(found.values()) == {"safe"} and {code for _, code in found} == {"RPL007"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "return torch.cat((ang, ang), dim=-1)\n" in fixed and "return ang.repeat_interleave(2, dim=-1)\n" in fixed
     assert "return ang.cos().to(like), ang.sin().to(like)" in fixed
     assert _found(fixed) == {}
@@ -1245,7 +1250,7 @@ def test_frequencies_from_a_comprehension_copied_in_the_positions_dtype():
             return torch.complex(torch.cos(phase), torch.sin(phase))
         '''
     assert _found(source) == {(5, "RPL006"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "for i in range(dim // 2)], dtype=torch.float32)" in fixed and _found(fixed) == {}
     factors = source.replace("theta ** (-2.0 * i / dim)", "1.0 + 0.1 * i")
     assert _found(factors) == {}
@@ -1323,7 +1328,7 @@ def test_a_users_own_apply_override_runs_super_apply_through_the_helper():
                 return self.cached_freqs[:seq_len].float()
         '''
     assert _found(source) == {(11, "RPL009"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert ('rope_runtime.apply_keeping_dtype(self, super()._apply, fn, ("inv_freq", "cached_freqs"), recurse)'
             in fixed) and "self.inv_freq = inv_freq.to(device=self.inv_freq.device)" in fixed
     assert fix_text("rotary.py", fixed, ALL, unsafe=False).fixed == fixed and _found(fixed) == {}
@@ -1350,7 +1355,7 @@ def test_a_private_helper_moving_tables_with_the_positions_dtype_keyword():
             return _expand(torch.cos(phase), positions), _expand(torch.sin(phase), positions)
         '''
     assert _found(source) == {(11, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "return table.unsqueeze(1).to(device=positions.device)\n" in fixed and _found(fixed) == {}
     shared = source + "\n\n        def like_query(t, q):\n            return _expand(t, q)\n"
     assert _found(shared) == {(11, "RPL001"): None}
@@ -1371,7 +1376,7 @@ def test_rope_mixed_coordinates_named_t_x_are_positions():
             return torch.polar(torch.ones_like(angles), angles)
         '''
     assert _found(source) == {(6, "RPL003"): "safe", (7, "RPL003"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert " @ " not in fixed and _found(fixed) == {}
 
 
@@ -1444,7 +1449,7 @@ def test_names_ending_in_positions_are_positions_and_counts_are_not():
                 return emb.cos(), emb.sin()
         '''
     assert _found(source) == {(13, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "self.head_dim // 2, dtype=torch.float32)" in fixed and _found(fixed) == {}
 
 
@@ -1476,7 +1481,7 @@ def test_periods_are_reciprocal_frequencies_rounded_with_the_module():
         '''
     found = _found(source)
     assert found[(18, "RPL002")] == "safe" and found[(15, "RPL005")] == "safe"
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     # The construction is copied into a builder forward calls: the same values, recomputed in float32.
     assert "self._build_periods(*self._periods_args" in fixed and _found(fixed) == {}
 
@@ -1506,7 +1511,7 @@ def test_a_phase_cast_in_dtype_branches_keeps_a_float32_copy_for_cos_sin():
                 return cos, sin
         '''
     assert _found(source) == {(14, "RPL007"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "angles_f32 = angles  # ropelint" in fixed
     assert "cos, sin = angles_f32.cos().to(angles.dtype), angles_f32.sin().to(angles.dtype)" in fixed
     assert _found(fixed) == {}
@@ -1558,7 +1563,7 @@ def test_tables_without_an_activation_in_reach_are_cast_where_the_attention_rece
                 k = k * cos[:, None] + torch.cat((-k[..., 16:], k[..., :16]), dim=-1) * sin[:, None]
                 return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, -1)
         '''
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "return emb.cos(), emb.sin()" in fixed
     assert "cos, sin = tuple(t.to(q.dtype) for t in self.rotary(cache_position[None], cache_position))" in fixed
     assert _found(fixed) == {}
@@ -1570,7 +1575,7 @@ def test_tables_without_an_activation_in_reach_are_cast_where_the_attention_rece
     assert out.dtype == torch.bfloat16  # the 16-bit module still runs (float32 tables would fail in the attention)
     # With the method called a second time from code the file does not show, it falls back to dropping the cast.
     public = source.replace("                return F.scaled_dot_product_attention", "                self.rotary(cache_position[None], cache_position)\n                return F.scaled_dot_product_attention")
-    assert "tuple(t.to(q.dtype)" not in fix_text("rotary.py", textwrap.dedent(public), ALL, unsafe=False).fixed
+    assert "tuple(t.to(q.dtype)" not in _fixed(public)
 
 
 def test_round_22_meta_init_buffers_and_dtype_plumbing():
@@ -1627,7 +1632,7 @@ def test_round_22_meta_init_buffers_and_dtype_plumbing():
     # `_maybe_rebuild` reads only `ref.dtype`: the call passes the activation instead (safe); reading the ids'
     # values too (`ref.max()`), it has no fix.
     assert _found(rebuild) == {(21, "RPL001"): "safe"}
-    assert "self._maybe_rebuild(x)" in fix_text("rotary.py", textwrap.dedent(rebuild), ALL, unsafe=False).fixed
+    assert "self._maybe_rebuild(x)" in _fixed(rebuild)
     assert _found(rebuild.replace("if self._cos.dtype != ref.dtype:", "if self._cos.dtype != ref.dtype or ref.max() > 9:")) \
         == {(21, "RPL001"): None}
     assert _found(rebuild.replace("self._maybe_rebuild(position_ids)", "self._maybe_rebuild(x)")) == {}
@@ -1678,7 +1683,7 @@ def test_a_buffer_cast_to_the_configured_dtype_is_kept_without_that_cast():
         '''
     found = _found(source)
     assert found[(13, "RPL002")] == "safe"
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert 'self.register_buffer("inv_freq", inv_freq, persistent=False)' in fixed and _found(fixed) == {}
 
 
@@ -1737,7 +1742,7 @@ def test_a_dtype_chosen_by_a_conditional_expression_with_an_integer_branch():
                 return (cos, sin), cu_seqlens
         '''
     assert _found(source) == {(15, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "torch.Tensor.to(t, hidden_states.dtype) for t in" in fixed and _found(fixed) == {}
 
 
@@ -1785,7 +1790,7 @@ def test_inverse_frequencies_cast_to_integer_positions_in_a_decorator_refresh():
                 return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
         '''
     assert _found(source) == {(16, "RPL006"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "self.inv_freq = inv_freq.to(position_ids.device)" in fixed and _found(fixed) == {}
 
 
@@ -1849,7 +1854,7 @@ def test_a_dtype_property_reporting_the_first_buffer_and_trig_functions_taken_fr
                 return self.cos_cached[position_ids], self.sin_cached[position_ids]
         '''
     assert _found(refresh) == {(19, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(refresh), ALL, unsafe=False).fixed
+    fixed = _fixed(refresh)
     assert "self._refresh(int(position_ids.max()) + 1, q)" in fixed and _found(fixed) == {}
 
 
@@ -1953,7 +1958,7 @@ def test_frequencies_in_the_model_dtype_kept_in_self_and_widened_on_every_read()
                 return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
         '''
     assert _found(source) == {(9, "RPL006"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "dtype=torch.float32) / args.rotary_dim" in fixed and _found(fixed) == {}
     unwidened = source.replace("            def forward(", "            def table(self, i):\n"
                                                          "                return self.inv_freqs[i]\n\n"
@@ -1992,7 +1997,7 @@ def test_positions_that_only_reach_phase_helpers_are_safe_to_make_float32():
         '''
     found = _found(source)
     assert (found[(12, "RPL005")], found[(21, "RPL005")]) == ("safe", "safe")
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert fixed.count("dtype=torch.float32)") == 2 and _found(fixed) == {}
     kept = source.replace("rows = self._axis_freqs(self._axis_positions(h, txt_len))",
                           "self.last = self._axis_positions(h, txt_len)\n"
@@ -2025,7 +2030,7 @@ def test_frozen_frequencies_in_parameter_containers_are_kept_through_module_cast
                 return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
         '''
     assert _found(source) == {(15, "RPL002"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert '("inv_freqs.{}",)' in fixed and _found(fixed) == {}
     as_dict = source.replace("nn.ParameterList([", "nn.ParameterDict({").replace("                ])", "                })") \
         .replace("nn.Parameter(1.0 / (local_base", '"local": nn.Parameter(1.0 / (local_base') \
@@ -2062,7 +2067,7 @@ def test_the_dtype_of_cu_seqlens_is_an_integer_dtype():
                 return self._cos, self._sin
         '''
     assert _found(source) == {(18, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "dtype=torch.float32)" in fixed and _found(fixed) == {}
     assert _found(source.replace("dtype=cu_seqlens.dtype", "dtype=qkv.dtype")) == {}
 
@@ -2091,7 +2096,7 @@ def test_an_xpos_scale_buffer_raised_to_a_position_power_is_kept_float32():
     `.bfloat16()` rounds, the power multiplying the error (RPL002, safe `_apply` keep fix). The fixed module,
     converted to bfloat16, gives the float64 scale to float32 precision (the original is off by percents)."""
     assert _found(XPOS) == {(15, "RPL002"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(XPOS), ALL, unsafe=False).fixed
+    fixed = _fixed(XPOS)
     assert '("scale",)' in fixed and _found(fixed) == {}
     torch = pytest.importorskip("torch")
     scope: dict = {}
@@ -2215,7 +2220,7 @@ def test_an_apply_override_that_only_widens_after_the_cast_repairs_nothing():
                 return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
         '''
     assert _found(source) == {(20, "RPL002"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert 'rope_runtime.apply_keeping_dtype(self, super()._apply, fn, ("inv_freq",), recurse)' in fixed
     assert _found(fixed) == {}
     rebuilt = source.replace("self.inv_freq = self.inv_freq.float()", "self.inv_freq = self._build().to(self.inv_freq.device)")
@@ -2252,7 +2257,7 @@ def test_a_grid_that_is_integer_on_one_path_makes_its_dtype_an_integer_dtype():
                 return angles.cos().to(dtype=grid.dtype), angles.sin().to(dtype=grid.dtype)
         '''
     assert _found(source) == {(23, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "return angles.cos(), angles.sin()" in fixed and _found(fixed) == {}
     always_float = source.replace("grid = torch.stack(torch.meshgrid(ys, xs, indexing=\"ij\")).flatten(1)",
                                   "grid = torch.stack(torch.meshgrid(ys, xs, indexing=\"ij\")).flatten(1).float()")
@@ -2283,7 +2288,7 @@ def test_a_phase_cast_back_to_the_dtype_of_the_counts_it_was_made_from():
                 return angles.cos().to(q.dtype), angles.sin().to(q.dtype)
         '''
     assert _found(source) == {(13, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert ".to(hops.device)" in fixed and _found(fixed) == {}
     assert _found(source.replace(".type_as(hops)", "")) == {}
 
@@ -2321,7 +2326,7 @@ def test_split_frequencies_positions_handed_on_and_a_base_tensor_in_a_runtime_dt
                 return angles.cos().to(hidden_states.dtype), angles.sin().to(hidden_states.dtype)
         '''
     assert _found(sections) == {(19, "RPL005"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(sections), ALL, unsafe=False).fixed
+    fixed = _fixed(sections)
     assert "t_pos = (timestamps * 2.0).float()" in fixed and _found(fixed) == {}
 
     base = '''\
@@ -2336,7 +2341,7 @@ def test_split_frequencies_positions_handed_on_and_a_base_tensor_in_a_runtime_dt
             return torch.stack([torch.cos(out), -torch.sin(out), torch.sin(out), torch.cos(out)], dim=-1)
         '''
     assert _found(base) == {(5, "RPL006"): "safe", (6, "RPL006"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(base), ALL, unsafe=False).fixed
+    fixed = _fixed(base)
     assert fixed.count("dtype=torch.float32, device=pos.device") == 2 and _found(fixed) == {}
     scope: dict = {}
     exec(compile(fixed, "fixed.py", "exec"), scope)
@@ -2380,7 +2385,7 @@ def test_a_subclass_override_building_positions_in_the_callers_dtype_is_fixed_at
                 return (torch.arange(seq_len, device=device, dtype=dtype) + offset) * 0.25
         '''
     assert _found(source) == {(24, "RPL005"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "self.get_seq_pos(t.shape[-2], device=t.device, dtype=torch.float32)" in fixed and _found(fixed) == {}
     assert "def get_seq_pos(self, seq_len, device, dtype, offset=0):" in fixed
 
@@ -2408,7 +2413,7 @@ def test_a_phase_written_into_a_buffer_through_out_is_a_phase_buffer():
         '''
     found = _found(source)
     assert found[(14, "RPL009")] == "safe" and (14, "RPL002") in found
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert '"phase_scratch")' in fixed and _found(fixed) == {}
     assert (14, "RPL009") not in _found(source.replace(", out=self.phase_scratch[:n]", ""))
 
@@ -2439,7 +2444,7 @@ def test_a_method_with_an_unnamed_parameter_given_positions_through_vmap():
     found = _found(source)
     assert found[(13, "RPL005")] == "safe" and found[(13, "RPL002")] == "safe"
     assert found == _found(source.replace("vmap(self._phase_at)(", "self._phase_at("))
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "p.float() * rope_runtime." in fixed and _found(fixed) == {}
     assert _found(source.replace("position_ids.reshape(-1)", "x")) == {}
 
@@ -2475,7 +2480,7 @@ def test_a_closure_made_by_a_factory_and_held_by_the_module():
                 return q * cos[:, None] + k * sin[:, None]
         '''
     assert _found(source) == {(23, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "self._rope(position_ids + offset, dtype=q.dtype)" in fixed and _found(fixed) == {}
     assert _found(source.replace("self._rope(position_ids + offset)", "self._rope(position_ids, q.dtype)")) == {}
 
@@ -2515,7 +2520,7 @@ def test_buffers_from_a_config_property_and_from_a_registering_helper():
                 return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
         '''
     assert _found(config) == {(25, "RPL005"): "safe", (26, "RPL002"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(config), ALL, unsafe=False).fixed
+    fixed = _fixed(config)
     assert "lambda device: self.config.inv_freq.clone().to(device)" in fixed and _found(fixed) == {}
     helper = '''\
         import torch
@@ -2540,7 +2545,7 @@ def test_buffers_from_a_config_property_and_from_a_registering_helper():
                 return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
         '''
     assert _found(helper) == {(18, "RPL005"): "safe", (19, "RPL002"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(helper), ALL, unsafe=False).fixed
+    fixed = _fixed(helper)
     assert 'apply_keeping_dtype(self, super()._apply, fn, ("inv_freq",)' in fixed and _found(fixed) == {}
     # Assigned as a plain attribute somewhere in the class: not one of the dynamically registered buffers.
     plain = helper.replace("self.dim, self.base = dim, base",
@@ -2581,7 +2586,7 @@ def test_modules_of_a_module_list_called_in_a_loop_with_ids_as_their_activation(
                 return tables
         '''
     assert _found(source) == {(24, "RPL001"): "unsafe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=True).fixed
+    fixed = _fixed(source, unsafe=True)
     assert "rope(position_ids.float(), position_ids)" in fixed and _found(fixed) == {}
     indexed = source.replace("for i, rope in enumerate(self.rotaries):\n                    tables.append(rope(",
                              "for i in range(2):\n                    tables.append(self.rotaries[i](")
@@ -2622,7 +2627,7 @@ def test_a_positions_parameter_reshaped_before_a_cache_is_matched_to_it():
                 return query * cos + query * sin
         '''
     assert _found(source) == {(21, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "self._match_cache_dtype(query)" in fixed and _found(fixed) == {}
     assert _found(source.replace("positions = positions.flatten()", "positions = query.flatten()")) == {}
 
@@ -2663,7 +2668,7 @@ def test_a_holder_passing_an_integer_dtype_to_a_dtype_taking_method_of_its_rotar
                 return query * self._cache_for(position_ids)[position_ids][..., 0].to(query.dtype)
         '''
     assert _found(source) == {(25, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "dtype=torch.float32," in fixed and _found(fixed) == {}
     assert _found(source.replace("dtype=position_ids.dtype", "dtype=torch.float32")) == {}
 
@@ -2696,7 +2701,7 @@ def test_a_cached_table_moved_with_to_positions_after_the_positions_are_reshaped
         '''
     found = _found(source)
     assert found[(17, "RPL001")] == "safe"
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "self.cos_sin_cache.to(positions.device, non_blocking=True)" in fixed
     assert (17, "RPL001") not in _found(fixed)
     assert (17, "RPL001") not in _found(source.replace(".to(positions, non", ".to(positions.device, non"))
@@ -2731,7 +2736,7 @@ def test_tables_packed_into_a_cache_entry_in_the_callers_dtype_are_cast_where_th
                 return cos.to(dtype=x.dtype), sin.to(dtype=x.dtype)
         '''
     assert _found(source) == {(12, "RPL005"): "safe", (13, "RPL006"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "entry = (seq_len, emb.cos().to(dtype), emb.sin().to(dtype))" in fixed
     assert "torch.arange(seq_len, device=device).float()" in fixed and _found(fixed) == {}
     used = source.replace("entry = (seq_len, emb.cos(), emb.sin())", "entry = (seq_len, emb.cos() * 2, emb.sin())")
@@ -2871,7 +2876,7 @@ def test_positions_counted_over_a_mask_in_the_activation_dtype():
                 return freqs.cos().to(hidden_states.dtype), freqs.sin().to(hidden_states.dtype)
         '''
     assert _found(source) == {(16, "RPL005"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "torch.cumsum(mask, dim=-1, dtype=torch.float32)" in fixed and _found(fixed) == {}
     assert _found(source.replace("return attention_mask.to(hidden_states.dtype)",
                                  "return attention_mask.long()")) == {}
@@ -2915,7 +2920,7 @@ def test_an_addmm_outer_product_plus_a_start_phase_is_rewritten_elementwise():
             return phase.cos(), phase.sin()
         '''
     assert _found(source) == {(7, "RPL003"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "phase = (start_phase + (steps[:, None] * inv_freq[None, :].float()))" in fixed and _found(fixed) == {}
     assert _found(source.replace("inv_freq[None, :])", "inv_freq[None, :], beta=0.5)")) == {(7, "RPL003"): None}
 
@@ -3007,7 +3012,7 @@ def test_a_dtype_chosen_between_the_activation_and_the_ids_keeps_the_activation_
                 return cos.to(out_dtype), sin.to(out_dtype)
         '''
     assert _found(source) == {(10, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "out_dtype = x.dtype if x is not None else torch.float32" in fixed
     assert "return cos.to(out_dtype), sin.to(out_dtype)" in fixed and _found(fixed) == {}
 
@@ -3031,7 +3036,7 @@ def test_a_dtype_assigned_on_two_paths_keeps_the_activation_path():
         '''
     found = _found(source)
     assert found == {(12, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "out_dtype = torch.float32" in fixed and "out_dtype = x.dtype" in fixed
     assert "freqs.cos().to(out_dtype)" in fixed and _found(fixed) == {}
 
@@ -3059,7 +3064,7 @@ def test_angles_in_other_units_times_harmonics_are_a_phase():
         '''
     found = _found(source)
     assert found[(13, "RPL005")] == "safe" and found[(14, "RPL002")] == "safe"
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "torch.deg2rad(torch.remainder(lon_deg, 360.0)).float()" in fixed and _found(fixed) == {}
 
 
@@ -3115,7 +3120,7 @@ def test_a_model_building_positions_in_the_activation_dtype_and_a_decoder_handin
                 return x * rope[0]
         '''
     assert _found(decoder) == {(23, "RPL001"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(decoder), ALL, unsafe=False).fixed
+    fixed = _fixed(decoder)
     assert "self.rotary(self.token_embedding.weight, torch.arange(" in fixed and _found(fixed) == {}
 
 
@@ -3185,7 +3190,7 @@ def test_a_dtype_read_from_a_layer_that_quantisation_makes_integer():
                 return q, cos, sin
         '''
     assert _found(source) == {(33, "RPL001"): "safe"}
-    fixed = fix_text("attn.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "self.rotary_emb(position_ids, dtype=hidden_states.dtype)" in fixed and _found(fixed) == {}
     assert _found(source.replace("dtype=torch.int8", "dtype=torch.float16")) == {}
     # Handing the ids' own dtype is the same bug, in a holder found the same way.
@@ -3227,7 +3232,7 @@ def test_the_real_and_imaginary_parts_of_a_rotation_are_tables():
     found = _found(source)
     assert found == {(27, "RPL001"): "safe"}
     assert _found(source.replace("self.output.weight.dtype", "torch.int64")) == found
-    fixed = fix_text("model.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "dtype=torch.float32)" in fixed and _found(fixed) == {}
 
 
@@ -3281,7 +3286,7 @@ def test_the_first_tensor_of_a_module_holding_quantised_layers_can_be_integer():
                 return self.qkv(hidden_states), cos, sin
         '''
     assert _found(source) == {(42, "RPL001"): "safe"}
-    fixed = fix_text("attn.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "dtype=hidden_states.dtype)" in fixed and _found(fixed) == {}
     assert _found(source.replace("dtype=torch.int32", "dtype=torch.float16")) == {}
 
@@ -3432,7 +3437,7 @@ def test_an_apply_override_restoring_frequencies_from_a_buffer_keeps_nothing():
                 return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
         '''
     assert set(_found(source)) == {(19, "RPL005"), (20, "RPL002")}
-    fixed = fix_text("rope.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert '("_inv_freq_fp64", "inv_freq")' in fixed and _found(fixed) == {}
     plain = source.replace('self.register_buffer("_inv_freq_fp64", inv_freq, persistent=False)',
                            "self._inv_freq_fp64 = inv_freq")
@@ -3544,7 +3549,7 @@ def test_an_apply_function_that_casts_the_tables_to_the_ids_is_read_with_its_cal
                 return q, k, v
         '''
     assert _found(source) == {(23, "RPL001"): "safe", (24, "RPL001"): "safe"}
-    fixed = fix_text("attn.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "cos = cos.to(position_ids.device)[position_ids]" in fixed and _found(fixed) == {}
 
 
@@ -3574,7 +3579,7 @@ def test_a_phase_cast_before_a_helper_returning_a_tuple_of_tables():
                 return _sincos(self._phase(x.shape[-2], x.device).to(x.dtype))
         '''
     assert _found(source) == {(20, "RPL007"): "safe"}
-    fixed = fix_text("rope.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "return tuple(table.to(x.dtype) for table in _sincos(self._phase(x.shape[-2], x.device)))" in fixed
     assert _found(fixed) == {}
 
@@ -3660,7 +3665,7 @@ def test_a_model_counting_positions_over_a_mask_in_the_activation_dtype_holds_it
                 return self.rotary_emb(inputs_embeds, position_ids)
         '''
     assert _found(source) == {(26, "RPL005"): "safe"}
-    fixed = fix_text("model.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "attention_mask.cumsum(-1, dtype=torch.float32) - 1" in fixed and _found(fixed) == {}
 
 
@@ -3717,7 +3722,7 @@ def test_a_rotary_chosen_on_a_branch_of_an_init_helper_is_checked_for_every_choi
                 return q * cos, k * sin
         '''
     assert _found(source) == {(45, "RPL001"): "safe"}
-    fixed = fix_text("attn.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "self.rotary_emb(value_states, seq_len=" in fixed and _found(fixed) == {}
 
 
@@ -3753,7 +3758,7 @@ def test_a_complex_table_registered_by_a_classmethod_factory():
                 return torch.view_as_real(x_ * self.freqs_cis[: x.shape[1]]).flatten(-2).type_as(x)
         '''
     assert _found(source) == {(20, "RPL008"): "safe"}
-    fixed = fix_text("rope.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert '("freqs_cis",)' in fixed and _found(fixed) == {}
 
 
@@ -3818,7 +3823,7 @@ def test_dtypes_spelled_through_autocast_getattr_and_as_tensor():
             return torch.tensor(freq[:n], dtype=torch.int32).reshape(-1, 1)
         '''
     assert _found(copied) == {(11, "RPL006"): "safe"}
-    fixed = fix_text("rope.py", textwrap.dedent(copied), ALL, unsafe=False).fixed
+    fixed = _fixed(copied)
     assert "torch.as_tensor(self.inv_freq, dtype=torch.float32, device=position_ids.device)" in fixed
 
 
@@ -3851,7 +3856,7 @@ def test_positions_in_a_buffer_like_the_queries_and_in_a_bound_arange():
                 return freqs.cos(), freqs.sin()
         '''
     assert _found(packed) == {(11, "RPL005"): "safe"}
-    fixed = fix_text("rope.py", textwrap.dedent(packed), ALL, unsafe=False).fixed
+    fixed = _fixed(packed)
     assert "pos = torch.zeros_like(q[:, 0, 0], dtype=torch.float32)" in fixed and _found(fixed) == {}
     bound = '''\
         import functools
@@ -3874,7 +3879,7 @@ def test_positions_in_a_buffer_like_the_queries_and_in_a_bound_arange():
                 return freqs.cos(), freqs.sin()
         '''
     assert _found(bound) == {(16, "RPL005"): "safe"}
-    fixed = fix_text("rope.py", textwrap.dedent(bound), ALL, unsafe=False).fixed
+    fixed = _fixed(bound)
     assert "functools.partial(torch.arange, dtype=torch.float32, device=x.device)" in fixed and _found(fixed) == {}
 
 
@@ -3906,7 +3911,7 @@ def test_a_cache_key_is_not_the_activation_the_callers_cast_to():
                     self._cache[key] = compute_axial_cos_sin(self.head_dim, end_x, end_y, device=device)
                 return self._cache[key]
         '''
-    fixed = fix_text("rope.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "key.dtype" not in fixed and "angles.cos().to(t_x.device)" in fixed
 
 
@@ -3994,7 +3999,7 @@ def test_positions_cast_with_keywords_unpacked_from_a_constructor_dict():
                 return torch.cat((freqs, freqs), dim=-1)[:, None, None, :]
         '''
     assert _found(source) == {(12, "RPL005"): "safe"}
-    fixed = fix_text("rope.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert 'torch.arange(max_seq_len).to(**{**self._factory_kwargs, "dtype": torch.float32}) + offset' in fixed
     assert _found(fixed) == {}
 
@@ -4033,7 +4038,7 @@ def test_a_class_built_inside_a_factory_looping_over_enumerated_frequencies():
             return _Rope3D
         '''
     assert set(_found(source)) == {(24, "RPL001")}
-    fixed = fix_text("rope.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "return x.to(device=ref.device)" in fixed and _found(fixed) == {}
 
 
@@ -4100,7 +4105,7 @@ def test_positions_counted_over_a_compared_mask_for_a_positions_first_rotary():
                 return hidden_states, self.rotary_emb(position_ids)
         '''
     assert _found(source) == {(28, "RPL005"): "safe"}
-    fixed = fix_text("enc.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "mask.cumsum(dim=-1, dtype=torch.float32)" in fixed and _found(fixed) == {}
 
 
@@ -4130,7 +4135,7 @@ def test_harness_findings_of_rounds_34_and_35():
         '''
     found = _found(nanotron)
     assert found.get((11, "RPL001")) == "safe"
-    fixed = fix_text("rope.py", textwrap.dedent(nanotron), ALL, unsafe=False).fixed
+    fixed = _fixed(nanotron)
     assert "position_ids.new_empty(self.end, self.dim // 2, 2, dtype=torch.float32)" in fixed
     listed = '''\
         import torch
@@ -4149,7 +4154,7 @@ def test_harness_findings_of_rounds_34_and_35():
                 return freqs.cos().to(q.dtype), freqs.sin().to(q.dtype)
         '''
     assert _found(listed) == {(11, "RPL006"): "safe"}
-    fixed = fix_text("rope.py", textwrap.dedent(listed), ALL, unsafe=False).fixed
+    fixed = _fixed(listed)
     assert "torch.tensor(self.freq_list, dtype=torch.float32, device=q.device)" in fixed and _found(fixed) == {}
     adapter = '''\
         import torch
@@ -4174,7 +4179,7 @@ def test_harness_findings_of_rounds_34_and_35():
                 return hidden, self.rotary_tables(input_ids.shape[1])
         '''
     assert set(_found(adapter)) == {(16, "RPL001")}
-    fixed = fix_text("adapter.py", textwrap.dedent(adapter), ALL, unsafe=False).fixed
+    fixed = _fixed(adapter)
     assert "return hidden, tuple(t.to(hidden.dtype) for t in self.rotary_tables(input_ids.shape[1]))" in fixed
     assert _found(fixed) == {}
 
@@ -4239,7 +4244,7 @@ def test_a_frequency_method_of_an_unseen_module_under_a_cuda_only_guard():
                 return freqs.cos(), freqs.sin()
         '''
     assert _found(source) == {(9, "RPL004"): "safe"}
-    fixed = fix_text("pipe.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "autocast" not in fixed and "torch.bmm" not in fixed and _found(fixed) == {}
 
 
@@ -4263,7 +4268,7 @@ def test_cache_position_built_in_the_activation_dtype_becomes_int64():
                 return self.rotary_emb(inputs_embeds, position_ids), mask
         '''
     assert _found(source) == {(22, "RPL005"): "safe"}
-    fixed = fix_text("model.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "device=inputs_embeds.device, dtype=torch.long)" in fixed and _found(fixed) == {}
 
 
@@ -4292,7 +4297,7 @@ def test_position_ids_counted_in_generation_glue_are_counted_in_int64():
                 return {"input_ids": input_ids, "position_ids": position_ids, "attention_mask": attention_mask}
         '''
     assert _found(source) == {(29, "RPL005"): "safe"}
-    fixed = fix_text("lm.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "position_ids = attention_mask.cumsum(-1, dtype=torch.long) - 1" in fixed and _found(fixed) == {}
     assert _found(source.replace("attention_mask.to(self.dtype)", "attention_mask.long()")) == {}
     collator = source + '''
@@ -4398,7 +4403,7 @@ def test_inverse_frequencies_in_a_buffer_dict_are_module_state_kept_through_cast
     [finding] = result.diagnostics
     assert (finding.line, finding.code, finding.fix.safety) == (13, "RPL002", "safe")
     assert "container of buffers" in finding.message
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert '("state.{}",)' in fixed and _found(fixed) == {}
     # A plain dict of tensors is not module state: a cast does not reach it.
     assert _found(source.replace('BufferDict({"inv_freq": inv_freq}, persistent=False)', '{"inv_freq": inv_freq}')) == {}
@@ -4447,7 +4452,7 @@ def test_ids_counted_over_a_float_mask_and_multiplied_by_it_are_int64_on_both_si
                 return self.rotary(position_ids, dtype=hidden.dtype)
         '''
     assert _found(source) == {(14, "RPL005"): "safe"}
-    fixed = fix_text("encoder.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     # Counted in float32 here (float32 * bfloat16 is float32, and the 0/1 mask multiplies exactly).
     assert "position_ids = (mask.cumsum(dim=-1, dtype=torch.float32) - 1).clamp_min(0) * mask" in fixed
     assert "embeddings = embeddings * mask.unsqueeze(-1)" in fixed  # the float mask itself stays as it is
@@ -4477,7 +4482,7 @@ def test_ids_counted_over_a_float_mask_and_multiplied_by_it_are_int64_on_both_si
                 return {"input_ids": input_ids, "position_ids": position_ids, "attention_mask": attention_mask}
         '''
     assert _found(glue) == {(27, "RPL005"): "safe"}
-    fixed = fix_text("lm.py", textwrap.dedent(glue), ALL, unsafe=False).fixed
+    fixed = _fixed(glue)
     assert "(attention_mask.cumsum(-1, dtype=torch.long) - 1).clamp_min(0) * attention_mask.long()" in fixed
     namespace = {}
     exec(compile(fixed, "lm.py", "exec"), namespace)
@@ -4515,7 +4520,7 @@ def test_a_grid_cast_to_a_dtype_its_caller_also_casts_the_tables_to_is_fixed_at_
         '''
     found = _found(source)
     assert found.get((7, "RPL005")) == "safe"
-    fixed = fix_text("grid.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "get_meshgrid_nd(start, *args, dim=len(rope_dim_list), dtype=torch.float32)" in fixed
     assert ".to(dtype)\n" in fixed.split("def get_nd_rotary_pos_embed")[1]  # the tables' own cast stays
     assert all(code != "RPL005" for _, code in _found(fixed))
@@ -4548,20 +4553,20 @@ def test_rates_made_a_tensor_with_new_tensor_of_the_activations_are_float32_and_
         '''
     found = _found(source)
     assert found[(17, "RPL006")] == "safe"
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "inv_freq = x.new_tensor(self._freqs, dtype=torch.float32)" in fixed
     assert "return angles.cos().to(x.dtype), angles.sin().to(x.dtype)" in fixed
     assert _found(fixed) == {}
     # Positions widened before the product: the tables were float32 already, and stay so (no cast added).
     widened = source.replace("position_ids[..., None].type_as(inv_freq)", "position_ids[..., None].float()")
-    fixed = fix_text("rotary.py", textwrap.dedent(widened), ALL, unsafe=False).fixed
+    fixed = _fixed(widened)
     assert "x.new_tensor(self._freqs, dtype=torch.float32)" in fixed and "return angles.cos(), angles.sin()" in fixed
     # A dtype given explicitly is the author's: ``dtype=torch.float32`` is fine.
     assert _found(source.replace("x.new_tensor(self._freqs)", "x.new_tensor(self._freqs, dtype=torch.float32)")) \
         .get((17, "RPL006")) is None
     torch = pytest.importorskip("torch")
     namespace: dict = {}
-    exec(compile(fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed, "rotary.py", "exec"),
+    exec(compile(_fixed(source), "rotary.py", "exec"),
          namespace)
     x = torch.zeros(1, 4, dtype=torch.bfloat16)
     cos, _ = namespace["Rotary"](64, 5e5)(x, torch.tensor([[131071]]))
@@ -4585,7 +4590,7 @@ def test_a_scripted_matmul_of_locals_with_an_axis_of_one_is_an_exact_outer_produ
             return torch.matmul(pos, freq)
         '''
     assert _found(source) == {(9, "RPL003"): "safe"}
-    fixed = fix_text("angles.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "torch.matmul" not in fixed and _found(fixed) == {}
     # Without the unsqueeze on the right the contraction may be longer than one: not proven.
     assert _found(source.replace("freq = inv_freq.to(torch.float32).unsqueeze(0)",
@@ -4630,7 +4635,7 @@ def test_angles_of_a_module_out_of_sight_cast_for_another_model_are_reported():
                 return self.draft.rotary(position_ids, self.draft.dtype, phase=self._shared_phase(position_ids.device))
         '''
     assert _found(source) == {(27, "RPL007"): "unsafe"}
-    fixed = fix_text("spec.py", textwrap.dedent(source), ALL, unsafe=True).fixed
+    fixed = _fixed(source, unsafe=True)
     assert "self._draft_phase = self.target.rotary.phase_table(device)\n" in fixed
     # Tables (``cos_sin_table``) cast to a model's dtype are where casts belong.
     assert _found(source.replace("phase_table(device)", "cos_sin_table(device)")) == {}
@@ -4673,7 +4678,7 @@ def test_dicts_of_builders_made_with_dict_or_held_by_the_class_are_checked_at_th
     picked_in_default_dtype = source.replace("self.again = self._INIT[kind](dim, base)",
                                              "self.again = self._INIT[kind](dim, base, dtype=torch.get_default_dtype())")
     assert _found(picked_in_default_dtype) == {(6, "RPL006"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(picked_in_default_dtype), ALL, unsafe=False).fixed
+    fixed = _fixed(picked_in_default_dtype)
     assert "self.again = self._INIT[kind](dim, base, dtype=torch.float32)" in fixed and _found(fixed) == {}
 
 
@@ -4703,7 +4708,7 @@ def test_parameter_containers_filled_by_a_loop_or_a_comprehension_hold_module_st
         '''
     found = _found(source)
     assert found == {(16, "RPL002"): "safe", (17, "RPL002"): "safe"}
-    fixed = fix_text("bank.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert '"inv_freqs.{}"' in fixed and '"freqs.{}"' in fixed and _found(fixed) == {}
 
 
@@ -4740,6 +4745,6 @@ def test_a_dynamic_recompute_through_the_picked_builder_in_the_activations_dtype
                 return (freqs.cos() * self.scale).to(x.dtype), (freqs.sin() * self.scale).to(x.dtype)
         '''
     assert _found(source) == {(6, "RPL006"): "safe"}
-    fixed = fix_text("rotary.py", textwrap.dedent(source), ALL, unsafe=False).fixed
+    fixed = _fixed(source)
     assert "seq_len=seq_len,\n                                                 dtype=torch.float32)" in fixed
     assert "self.rope_init_fn(dim, base)\n" in fixed and _found(fixed) == {}

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..imports import ImportTable
+from ..segments import ANGLES_METHOD
 from ..spans import Spans
 from .events import (
     Cast,
@@ -95,7 +96,7 @@ SHAPE_METHODS = {
 _CONFIG_NAMES = ("config", "args", "cfg", "params")
 PROMOTE_ORDER = [Dt.FULL, Dt.LOW, Dt.RUNTIME, Dt.INT, Dt.UNKNOWN]
 # Methods whose name says they return the rotary angles (``phase_table``, ``get_angles``).
-_PHASE_METHOD = re.compile(r"(?:get_|_)?(?:phase|angle)s?(?:_table|_cache|_cached)?")
+_PHASE_METHOD = re.compile(ANGLES_METHOD)
 # The log of a base or timescale: ``math.log(10000)``, ``torch.log(base)``, ``log_timescale_increment``;
 # not a tensor's own ``.log()`` (geometric interpolation, log-space sampling).
 _LOG_OF_BASE = re.compile(r"\b(?:math|np|numpy|torch)\.log\d*\(|\blog_\w+|\w+_log\b")

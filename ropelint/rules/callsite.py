@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 
 from ..diagnostics import FixPlan, NodeEdit, Replace
 from ..model.interpreter import call_argument, call_params, float32_defaulted, held_class, in_file_mro
@@ -52,7 +53,7 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
         return None
     description = f"pass `{torch}.float32` as `{param}` where this file calls `{fn.name}` (its default stays)"
     indirect = sorted({(ctx.line_of(call), ctx.code(call.func)) for _, call, _ in roots
-                       if getattr(call.func, "attr", getattr(call.func, "id", None)) != fn.name})
+                       if _called_name(call) != fn.name})
     if indirect:  # through a dict of functions, or a caller handing on its own ``dtype``
         where = ", ".join(f"`{func}(...)` at line {line}" for line, func in indirect)
         description = f"pass `{torch}.float32` as `{param}` at the calls that reach `{fn.name}` ({where})"
@@ -76,13 +77,12 @@ def _root_calls(ctx: RuleContext, cls_name: str | None, fn: ast.FunctionDef, par
         for reg, seen in ctx.model.registry_picks.items() if through else ():
             if len(re.findall(rf"\b{reg}\s*(?:\[|\.get\()", ctx.source)) > seen:
                 return None  # a pick from the dict in code the analysis pruned: calls it cannot see
+        seen_calls = Counter(_called_name(call) for call in through)
         for call in through:
-            called = call.func.attr if isinstance(call.func, ast.Attribute) else \
-                call.func.id if isinstance(call.func, ast.Name) else None
-            same = sum(1 for c in through if getattr(c.func, "attr", getattr(c.func, "id", None)) == called)
+            called = _called_name(call)
             owner = enclosing_function(ctx, call)
-            if owner is None or (called is not None and calls_in_text(ctx.source, called) > same):
-                return None
+            if owner is None or (called is not None and calls_in_text(ctx.source, called) > seen_calls[called]):
+                return None  # ``self.rope_init_fn(...)`` also called where the analysis does not look
             calls.append((owner[1], call))
     if not calls:
         return None
@@ -104,6 +104,12 @@ def _root_calls(ctx: RuleContext, cls_name: str | None, fn: ast.FunctionDef, par
         else:
             found.append((caller, call, given))
     return found
+
+
+def _called_name(call: ast.Call) -> str | None:
+    """``f`` of ``f(...)`` and of ``obj.f(...)``; None for ``REG[kind](...)``."""
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
 
 
 def _only_handed_on(ctx: RuleContext, fn: ast.AST, name: str) -> bool:
@@ -224,7 +230,7 @@ def _phase_operands(ctx: RuleContext, fn: ast.AST) -> set[int]:
             for operand in product.operands for n in ast.walk(operand) if isinstance(n, ast.Name)}
 
 
-def _only_kept(fn: ast.AST, loads: list[ast.Name], operands: set[int] = frozenset()) -> bool:  # type: ignore[assignment]
+def _only_kept(fn: ast.AST, loads: list[ast.Name], operands: frozenset[int] | set[int] = frozenset()) -> bool:
     """Every read registers the value as module state, assigns it to ``self`` or is an operand of ``fn``'s own
     phase: the module's rotary reads it, and a float32 value is what it should be."""
     kept: set[int] = set(operands)
