@@ -4748,3 +4748,70 @@ def test_a_dynamic_recompute_through_the_picked_builder_in_the_activations_dtype
     fixed = _fixed(source)
     assert "seq_len=seq_len,\n                                                 dtype=torch.float32)" in fixed
     assert "self.rope_init_fn(dim, base)\n" in fixed and _found(fixed) == {}
+
+
+def test_rates_from_a_list_of_exponents_kept_on_the_object_are_inverse_frequencies():
+    """``self._exponents = [2.0 * i / head_dim ...]`` then ``like.new_tensor([theta ** -e for e in
+    self._exponents])``: frequencies made a tensor in the activations' dtype; a list of per-channel factors
+    (not a ratio over the channel count) stays plain numbers."""
+    source = '''\
+        import torch
+
+
+        class Rope:
+            def __init__(self, head_dim, theta):
+                self.theta = theta
+                self._exponents = [2.0 * i / head_dim for i in range(head_dim // 2)]
+
+            def tables(self, like, start_pos, seqlen):
+                inv_freq = like.new_tensor([self.theta ** -e for e in self._exponents])
+                t = like.new_tensor(range(start_pos, start_pos + seqlen))
+                freqs = torch.outer(t, inv_freq)
+                return freqs.cos(), freqs.sin()
+        '''
+    found = _found(source)
+    assert found[(10, "RPL006")] == "safe" and found[(11, "RPL005")] == "safe"
+    fixed = _fixed(source)
+    assert "like.new_tensor([self.theta ** -e for e in self._exponents], dtype=torch.float32)" in fixed
+    assert _found(fixed) == {}
+    factors = source.replace("2.0 * i / head_dim", "1.0 + 0.1 * i")
+    assert (10, "RPL006") not in _found(factors)
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(fixed, "rotary.py", "exec"), namespace)
+    cos, _ = namespace["Rope"](64, 5e5).tables(torch.zeros(1, dtype=torch.bfloat16), 131071, 1)
+    expected = torch.cos(131071 * 5e5 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+    assert torch.allclose(cos[0].double(), expected, atol=2 ** -8 + 1e-3)
+
+
+def test_rates_copied_into_an_allocation_of_the_activations_are_float32():
+    """``x.new_empty(n).copy_(torch.from_numpy(rates))``: the copy takes the allocation's dtype, the
+    activations'; the fix allocates float32. An allocation with its own dtype is fine."""
+    source = '''\
+        import numpy as np
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                exponent = np.arange(0, dim, 2, dtype=np.float64) / dim
+                self._inv_freq_np = (1.0 / (base ** exponent)).astype(np.float32)
+
+            def forward(self, x, position_ids):
+                inv_freq = x.new_empty(self._inv_freq_np.shape[0]).copy_(torch.from_numpy(self._inv_freq_np))
+                freqs = position_ids[..., None].float() * inv_freq
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    found = _found(source)
+    assert found[(13, "RPL006")] == "safe"
+    fixed = _fixed(source)
+    assert "x.new_empty(self._inv_freq_np.shape[0], dtype=torch.float32).copy_(" in fixed
+    assert _found(fixed) == {}
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(fixed, "rotary.py", "exec"), namespace)
+    cos, _ = namespace["Rotary"](64, 5e5)(torch.zeros(1, dtype=torch.bfloat16), torch.tensor([[131071]]))
+    expected = torch.cos(131071 * 5e5 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+    assert torch.allclose(cos[0, 0].double(), expected, atol=2 ** -8 + 1e-3)

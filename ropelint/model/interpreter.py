@@ -1533,6 +1533,8 @@ class Interpreter:
             it = self._eval(gen.iter, frame)
             ramp = self._range_of_exponents(gen.iter) if len(node.generators) == 1 and not gen.ifs else None
             exponents = ramp is not None
+            if ramp is None and it.roles == {Role.ARANGE} and it.scaled and it.dtype is Dt.UNKNOWN:
+                ramp = it  # ``for e in self._exponents``: a Python list of exponents (below)
             self._bind(gen.target, ramp or it.evolve(roles=it.roles - {Role.ARANGE}), None, frame)
             for condition in gen.ifs:
                 self._eval(condition, frame)
@@ -1542,9 +1544,22 @@ class Interpreter:
             # ``[theta ** (-2.0 * i / dim) for i in range(dim // 2)]``: the frequencies as Python floats, whatever
             # tensor they become (``torch.tensor(...)``, ``positions.new_tensor(...)``) decides their dtype.
             return val.evolve(param=None, dtype=Dt.UNKNOWN, site=None, earlier_sites=())
+        if exponents and self._exponent_ratio(node):
+            # ``[2.0 * i / head_dim for i in range(head_dim // 2)]``: the exponents as Python floats, which a later
+            # ``theta ** -e for e in exponents`` turns into frequencies.
+            return Val(frozenset({Role.ARANGE}), scaled=True, vector=True)
         if exponents:  # ``[1.0 + 0.1 * i for i in range(dim // 2)]``: per-channel factors, no range
             return Val(val.roles - {Role.ARANGE}) if val.roles - {Role.ARANGE} else UNKNOWN
         return val.evolve(param=None)
+
+    def _exponent_ratio(self, node: ast.ListComp | ast.GeneratorExp | ast.SetComp) -> bool:
+        """``2.0 * i / head_dim``: the loop variable divided by a channel count."""
+        elt = node.elt
+        loop = {n.id for n in ast.walk(node.generators[0].target) if isinstance(n, ast.Name)}
+        return isinstance(elt, ast.BinOp) and isinstance(elt.op, ast.Div) \
+            and any(isinstance(n, ast.Name) and n.id in loop for n in ast.walk(elt.left)) \
+            and EXPONENT_ARGS.search(self.spans.text(elt.right)) is not None \
+            and POSITION_ARGS.search(self.spans.text(elt.right)) is None
 
     def _range_of_exponents(self, node: ast.expr) -> Val | None:
         """``i`` in ``for i in range(0, dim, 2)`` / ``range(dim // 2)``: the channel index, an arange over the
@@ -2699,6 +2714,20 @@ class Interpreter:
         if method == "type" and not pos and not kw:
             # ``position_ids.type()``: "torch.LongTensor", a name that carries the dtype (and the device).
             return _dtype_of(receiver)
+        if method == "copy_" and vals and vals[0].has(Role.INV_FREQ) and not vals[0].has(Role.PHASE) \
+                and isinstance(receiver_node, ast.Call) and isinstance(receiver_node.func, ast.Attribute) \
+                and receiver_node.func.attr in ("new_empty", "new_zeros", "new_ones") \
+                and not any(k.arg == "dtype" for k in receiver_node.keywords) \
+                and isinstance(receiver_node.func.value, ast.Name) \
+                and not any(read.follows_module_casts for read in vals[0].reads):
+            # ``x.new_empty(n).copy_(torch.from_numpy(rates))``: the rates copied into the activations' dtype.
+            owner = frame.env.get(receiver_node.func.value.id, UNKNOWN)
+            if owner.has(Role.ACTIVATION) or _plain_tensor_param(owner):
+                dt = Dt.RUNTIME if owner.dtype in (Dt.UNKNOWN, Dt.RUNTIME) else owner.dtype
+                if dt.can_be_16bit:
+                    self.model.casts.append(Cast(receiver_node, "new_tensor", vals[0], dtype_val(dt),
+                                                 receiver_node.func.value, frame.scope))
+                    return vals[0].evolve(dtype=dt, site=receiver_node, read=None, alt_reads=())
         if method == "copy_" and vals and (vals[0].roles & {Role.TABLE, Role.PHASE} or _bare_param_of(vals[0], frame)) \
                 and isinstance(node.func, ast.Attribute):
             written = node.func.value.value if isinstance(node.func.value, ast.Subscript) else node.func.value

@@ -75,8 +75,8 @@ class LowPrecisionInvFreq(Rule):
                 torch, imports = ctx.torch_name()
                 edits = (Replace(cast.node, append_keyword(ctx, cast.node, f"dtype={torch}.float32")), *imports)
                 ctx.report(self.code, cast.node,
-                           f"inverse frequencies made a tensor in the dtype of `{owner}` (`new_tensor` without "
-                           f"`dtype=` takes it), the activations' bfloat16 or float16: bfloat16 keeps 8 significant "
+                           f"inverse frequencies made a tensor in the dtype of `{owner}` "
+                           f"(`{cast.node.func.attr}` without `dtype=` takes it), the activations' bfloat16 or float16: bfloat16 keeps 8 significant "
                            f"bits, and the phase error grows with the position", cast.scope,
                            plan_fix(ctx, cast.node, cast.target_expr, cast.scope, "inverse frequencies",
                                     f"make the tensor `{torch}.float32` (still on `{owner}`'s device)", edits,
