@@ -618,8 +618,9 @@ _REGISTRY_CALL = re.compile(rb"self\.\w+\s*=\s*([A-Z_][A-Z0-9_]*)\[[^\]\n]*\]\("
 _REGISTRY_DICT = re.compile(rb"([A-Z_][A-Z0-9_]*)\s*(?::[^=\n]*)?=\s*(?:\{|dict\()")
 _REGISTRY_VALUE = re.compile(rb"(?::|\w=)\s*([A-Za-z_]\w*)\s*(?=[,})\n])")
 # ``self.rope_init_fn = ROPE_INIT_FUNCTIONS[rope_type]`` or ``ROPE_INIT_FUNCTIONS[kind](config, ...)``: a dict of
-# functions, called later through what was picked.
-_FUNCTION_PICK = re.compile(rb"(?:=\s*|[^\w.])([A-Z_][A-Z0-9_]*)(?:\[[^\]\n]*\]\s*(?:\(|$)|\.get\()", re.MULTILINE)
+# functions, called later through what was picked (or each of them: ``for name, fn in _BUILDERS.items()``).
+_FUNCTION_PICK = re.compile(rb"(?:=\s*|[^\w.])([A-Z_][A-Z0-9_]*)(?:\[[^\]\n]*\]\s*(?:\(|$)|\.get\(|\.(?:items|values)\(\))",
+                            re.MULTILINE)
 
 
 def _registries_of(text: bytes, blocks: list[_Block], takers: list[bytes]) -> list[bytes]:

@@ -4815,3 +4815,61 @@ def test_rates_copied_into_an_allocation_of_the_activations_are_float32():
     cos, _ = namespace["Rotary"](64, 5e5)(torch.zeros(1, dtype=torch.bfloat16), torch.tensor([[131071]]))
     expected = torch.cos(131071 * 5e5 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
     assert torch.allclose(cos[0, 0].double(), expected, atol=2 ** -8 + 1e-3)
+
+
+def test_frequency_holders_built_by_a_dict_of_factories_into_a_module_dict_are_module_state():
+    """``nn.ModuleDict({name: builder(d, theta) for name, builder in _BUILDERS.items()})`` of holders that
+    register ``inv_freq``, read as ``holder = self.variants[self.active]; holder.inv_freq``: a buffer that
+    ``model.bfloat16()`` rounds; the fix keeps it float32 in the holder class."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def _base_inv_freq(dim, base):
+            return 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+
+
+        class _FreqHolder(nn.Module):
+            def __init__(self, inv_freq):
+                super().__init__()
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+
+        def _default_holder(dim, base):
+            return _FreqHolder(_base_inv_freq(dim, base))
+
+
+        def _linear_holder(dim, base, factor=2.0):
+            return _FreqHolder(_base_inv_freq(dim, base) / factor)
+
+
+        _BUILDERS = {"default": _default_holder, "linear": _linear_holder}
+
+
+        class RotaryRouter(nn.Module):
+            def __init__(self, head_dim, theta=10000.0, active="default"):
+                super().__init__()
+                self.variants = nn.ModuleDict({name: builder(head_dim, theta) for name, builder in _BUILDERS.items()})
+                self.active = active
+
+            def forward(self, x, position_ids):
+                holder = self.variants[self.active]
+                freqs = position_ids[:, :, None].float() * holder.inv_freq[None, None, :]
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    found = _found(source)
+    assert found == {(34, "RPL002"): "safe"}
+    fixed = _fixed(source)
+    assert _found(fixed) == {}
+    # The same read without the local: ``self.variants[self.active].inv_freq``.
+    direct = source.replace("                holder = self.variants[self.active]\n", "") \
+        .replace("holder.inv_freq", "self.variants[self.active].inv_freq")
+    assert _found(direct) == {(33, "RPL002"): "safe"}
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(fixed, "rotary.py", "exec"), namespace)
+    model = namespace["RotaryRouter"](64, 5e5).bfloat16()
+    cos, _ = model(torch.zeros(1, dtype=torch.bfloat16), torch.tensor([[131071]]))
+    expected = torch.cos(131071 * 5e5 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+    assert torch.allclose(cos[0, 0].double(), expected, atol=2 ** -8 + 1e-3)

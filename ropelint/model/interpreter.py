@@ -1021,6 +1021,13 @@ class Interpreter:
             items = self._items_of(stmt.value, frame)
             for target in stmt.targets:
                 self._bind(target, val, items, frame, source=stmt)
+                if isinstance(target, ast.Name) and (target.id in frame.instances or isinstance(stmt.value, ast.Subscript)):
+                    # ``holder = self.variants[self.active]``: one of the modules a container holds.
+                    held = self._element_of(stmt.value, frame) if isinstance(stmt.value, ast.Subscript) else None
+                    if held is not None:
+                        frame.instances[target.id] = held
+                    else:
+                        frame.instances.pop(target.id, None)
             if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
                 # ``position_ids = attention_mask.cumsum(-1) - 1`` over a mask cast to the model's dtype, in a
                 # ``prepare_inputs_for_generation`` that hands them to whichever forward takes them.
@@ -1648,7 +1655,15 @@ class Interpreter:
             # ``config.torch_dtype``, ``cfg.params_dtype``: a dtype the configuration chooses (bfloat16 in most).
             return dtype_val(Dt.RUNTIME)
         if frame.cls is not None and isinstance(node.value, ast.Attribute) and _self_attr(node.value) is not None:
-            held = self._held_state(frame.cls, node.value.attr, attr, node)
+            made = next((c.submodules[node.value.attr] for c in self._mro(frame.cls)
+                         if node.value.attr in c.submodules), None)
+            held = self._held_state(self.model.classes.get(made) if made is not None else None, attr, node)
+            if held is not None:
+                return held
+        if frame.cls is not None and isinstance(node.value, (ast.Name, ast.Subscript)):
+            # ``holder = self.variants[self.active]`` then ``holder.inv_freq``: a module a container holds.
+            element = self._element_of(node.value, frame)
+            held = self._held_state(element, attr, node) if element is not None else None
             if held is not None:
                 return held
         if (isinstance(node.value, ast.Name) and node.value.id in _CONFIG_NAMES) or (
@@ -1657,11 +1672,9 @@ class Interpreter:
             return Val(frozenset({Role.SCALAR}))  # ``config.rope_theta``, ``self.config.d_model``
         return self._named(attr) if base is UNKNOWN else UNKNOWN
 
-    def _held_state(self, info: ClassInfo, sub: str, attr: str, node: ast.AST) -> Val | None:
-        """``self.freqs.inv_freq`` with ``self.freqs`` a module of this file that registers ``inv_freq``: what the
-        name says it holds, in the dtype module casts leave it (float32 when that class keeps it)."""
-        made = next((c.submodules[sub] for c in self._mro(info) if sub in c.submodules), None)
-        held = self.model.classes.get(made) if made is not None else None
+    def _held_state(self, held: ClassInfo | None, attr: str, node: ast.AST) -> Val | None:
+        """``self.freqs.inv_freq`` with ``self.freqs`` a module of this file (``held``) that registers ``inv_freq``:
+        what the name says it holds, in the dtype module casts leave it (float32 when that class keeps it)."""
         entry = self._find_state(held, attr) if held is not None else None
         if entry is None or not entry.ref.follows_module_casts:
             return None
@@ -1845,8 +1858,24 @@ class Interpreter:
     def _element_class(self, cls: ClassInfo, attr: str) -> ClassInfo | None:
         """The class of this file whose modules ``self.<attr>`` (a ``ModuleList``/``ModuleDict``) holds."""
         names = next((c.elements[attr] for c in in_file_mro(self.model.classes, cls) if attr in c.elements), ())
-        found = [self.model.classes[n] for n in names if n in self.model.classes and n != cls.name]
+        found = [self.model.classes[n] for n in self._made_classes(names) if n in self.model.classes and n != cls.name]
         return found[0] if found and all(f is found[0] for f in found) else None
+
+    def _made_classes(self, names: tuple[str, ...]) -> list[str]:
+        """Classes that ``names`` build: a class itself, a factory function returning ``Holder(...)``, or a dict
+        of such factories (``{name: builder(d) for name, builder in _BUILDERS.items()}``)."""
+        out: list[str] = []
+        for name in names:
+            if name in self._dict_constants:
+                out += self._made_classes(tuple(v.id for v in self._dict_constants[name].values()
+                                                if isinstance(v, ast.Name) and v.id not in self._dict_constants))
+            elif name in self.model.functions:
+                out += [n.value.func.id for n in ast.walk(self.model.functions[name])
+                        if isinstance(n, ast.Return) and isinstance(n.value, ast.Call)
+                        and isinstance(n.value.func, ast.Name) and n.value.func.id in self.model.classes]
+            else:
+                out.append(name)
+        return out
 
     def _inlined_range(self, node: ast.Call, name: str) -> ast.Call | None:
         """``_arange(0, dim, 2, dtype=dtype)`` into ``def _arange(start, end, step=1, *, device=None, dtype=None):
@@ -3565,9 +3594,15 @@ def _element_classes(fn: FunctionNode) -> dict[str, tuple[str, ...]]:
             todo.extend(getattr(node, name, ()))
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
                 and (dotted(node.value.func) or [""])[-1] in ("ModuleList", "ModuleDict"):
-            called = tuple(dict.fromkeys(n.func.id for arg in node.value.args for n in ast.walk(arg)
-                                         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                                         and n.func.id[:1].isupper()))
+            # Classes by name; factory functions and dicts of them (``builder(d) for _, builder in REG.items()``)
+            # resolve to the classes they build once the module's functions are known (``_made_classes``).
+            called = tuple(dict.fromkeys(
+                [n.func.id for arg in node.value.args for n in ast.walk(arg)
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+                + [n.iter.func.value.id for arg in node.value.args for n in ast.walk(arg)
+                   if isinstance(n, ast.comprehension) and isinstance(n.iter, ast.Call)
+                   and isinstance(n.iter.func, ast.Attribute) and n.iter.func.attr in ("items", "values")
+                   and isinstance(n.iter.func.value, ast.Name)]))
             for target in node.targets:
                 attr = _self_attr(target)
                 if attr is not None and called:
