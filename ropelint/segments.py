@@ -669,7 +669,11 @@ def _with_registries(text: bytes, blocks: list[_Block],
             # variant handing its arguments on to a kept builder (``_linear(...)`` calling ``_default(...)``) too.
             values = [functions[v.decode()] for v in _REGISTRY_VALUE.findall(text, b.begin, b.end)
                       if v.decode() in functions]
-            if any(f.begin in taken for f in values):
+            # (An empty dict that kept code fills, ``_ROPE_FNS[name] = fn`` in a registering decorator, names
+            # the functions that decorator wraps.)
+            filled = not values and re.search(rb"(?<![\w.])" + re.escape(m.group(1)) + rb"\[[^\]\n]*\]\s*=(?!=)",
+                                              searched) is not None
+            if filled or any(f.begin in taken for f in values):
                 added.append((b.begin, b.end, b.line))
                 for f in values:
                     if f.begin not in taken:

@@ -4873,3 +4873,66 @@ def test_frequency_holders_built_by_a_dict_of_factories_into_a_module_dict_are_m
     cos, _ = model(torch.zeros(1, dtype=torch.bfloat16), torch.tensor([[131071]]))
     expected = torch.cos(131071 * 5e5 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
     assert torch.allclose(cos[0, 0].double(), expected, atol=2 ** -8 + 1e-3)
+
+
+def test_builders_registered_by_a_decorator_are_checked_at_the_calls_that_pick_them():
+    """``@register_rope("default")`` storing the builder into ``ROPE_REGISTRY[name]``: a call
+    ``ROPE_REGISTRY[kind](..., dtype=dtype)`` handing on a None default (``dtype or
+    torch.get_default_dtype()``) gets ``dtype=torch.float32``; builders reached through a getter and
+    ``functools.partial`` whose every call passes float32 are fine, and one whose partial binds
+    ``dtype=torch.bfloat16`` is found."""
+    source = '''\
+        from typing import Callable, Dict
+
+        import torch
+        from torch import nn
+
+        ROPE_REGISTRY: Dict[str, Callable] = {}
+
+
+        def register_rope(name):
+            def deco(fn):
+                ROPE_REGISTRY[name] = fn
+                return fn
+            return deco
+
+
+        @register_rope("default")
+        def default_rope(dim, base, *, device=None, dtype=None):
+            dtype = dtype or torch.get_default_dtype()
+            idx = torch.arange(0, dim, 2, device=device, dtype=torch.int64).to(dtype)
+            return 1.0 / (base ** (idx / dim))
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim, base=10000.0, rope_type="default", dtype=None):
+                super().__init__()
+                inv_freq = ROPE_REGISTRY[rope_type](dim, base, dtype=dtype)
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+            def forward(self, x, positions):
+                angles = positions[..., None].float() * self.inv_freq.float()
+                return angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        '''
+    found = _found(source)
+    assert found[(19, "RPL006")] == "safe"
+    fixed = _fixed(source)
+    assert "ROPE_REGISTRY[rope_type](dim, base, dtype=torch.float32)" in fixed
+    assert _found(fixed).get((19, "RPL006")) is None
+    # Picked through a getter and bound with functools.partial; every call asks for float32.
+    picked = source.replace(
+        "                inv_freq = ROPE_REGISTRY[rope_type](dim, base, dtype=dtype)\n"
+        "                self.register_buffer(\"inv_freq\", inv_freq, persistent=False)\n",
+        "                self.rope_fn = partial(get_rope_fn(rope_type), dim, base)\n").replace(
+        "            def forward(self, x, positions):\n",
+        "            def forward(self, x, positions):\n"
+        "                inv_freq = self.rope_fn(device=x.device, dtype=torch.float32)\n").replace(
+        "self.inv_freq.float()", "inv_freq").replace(
+        "        @register_rope", "        def get_rope_fn(name):\n            return ROPE_REGISTRY[name]\n\n\n"
+        "        @register_rope").replace("import torch\n", "from functools import partial\n\n        import torch\n", 1)
+    assert "partial(get_rope_fn(rope_type), dim, base)" in picked
+    assert _found(picked) == {}
+    bound = picked.replace("partial(get_rope_fn(rope_type), dim, base)",
+                           "partial(get_rope_fn(rope_type), dim, base, dtype=torch.bfloat16)").replace(
+        "self.rope_fn(device=x.device, dtype=torch.float32)", "self.rope_fn(device=x.device)")
+    assert [code for _, code in _found(bound)] == ["RPL006"]

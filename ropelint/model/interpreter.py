@@ -604,6 +604,7 @@ class Interpreter:
                         self._register_class(inner)
             elif isinstance(stmt, ast.ClassDef):
                 self._register_class(stmt)
+        self._decorated_registries(top)
         for info in self.model.classes.values():
             for attr, made in list(info.submodules.items()):
                 if made.endswith("[]"):
@@ -751,6 +752,25 @@ class Interpreter:
         elif isinstance(value, ast.Attribute) and (qualname(value, self.imports) or "").startswith("torch.") \
                 and (dtype := _torch_dtype(value.attr)) is not None:
             self._dtype_constants[name] = dtype
+
+    def _decorated_registries(self, top: list[ast.stmt]) -> None:
+        """``@register_rope("yarn") def yarn_rope(...)`` with ``register_rope`` storing what it wraps into the
+        module-level ``ROPE_REGISTRY[name]``: that dict names the decorated functions, as a dict literal would."""
+        stores: dict[str, str] = {}  # decorator function -> the dict it stores into
+        for name, fn in self.model.functions.items():
+            if name in self._dict_constants or "[" not in self.spans.text(fn):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                        and isinstance(node.targets[0], ast.Subscript) and isinstance(node.targets[0].value, ast.Name) \
+                        and node.targets[0].value.id in self._dict_constants and isinstance(node.value, ast.Name):
+                    stores[name] = node.targets[0].value.id
+        for stmt in top if stores else ():
+            for deco in getattr(stmt, "decorator_list", ()) if isinstance(stmt, FUNCTION_NODES) else ():
+                if isinstance(deco, ast.Call) and isinstance(deco.func, ast.Name) and deco.func.id in stores:
+                    key = string_value(deco.args[0]) if deco.args else None
+                    self._dict_constants[stores[deco.func.id]][key or stmt.name] = ast.Name(id=stmt.name,
+                                                                                             ctx=ast.Load())
 
     def _partial_guard(self, value: ast.expr, stmt: ast.stmt, name: str) -> bool:
         """``functools.partial(torch.autocast, "cuda", enabled=False)``: calling it opens a disabled region."""
@@ -1870,9 +1890,8 @@ class Interpreter:
                 out += self._made_classes(tuple(v.id for v in self._dict_constants[name].values()
                                                 if isinstance(v, ast.Name) and v.id not in self._dict_constants))
             elif name in self.model.functions:
-                out += [n.value.func.id for n in ast.walk(self.model.functions[name])
-                        if isinstance(n, ast.Return) and isinstance(n.value, ast.Call)
-                        and isinstance(n.value.func, ast.Name) and n.value.func.id in self.model.classes]
+                built = _built_class(self.model.functions[name], self.model.classes)
+                out += [built] if built is not None else []
             else:
                 out.append(name)
         return out
@@ -3056,27 +3075,49 @@ class Interpreter:
             registries = {reg: names for reg, names in registries.items() if names}
             for attr, names in self._class_registries.items():
                 registries.setdefault(attr, set()).update(names)
-            picked: dict[str, set[str]] = {}  # name the pick is stored under -> registries
+            # ``def get_rope_fn(name): return _ROPE_FNS[name]``: a call of it picks from that dict.
+            getters = {name: regs.pop() for name, fn in self.model.functions.items()
+                       if len(regs := {_picked_from(r.value) for r in ast.walk(fn) if isinstance(r, ast.Return)
+                                       and r.value is not None}) == 1 and next(iter(regs)) in registries}
+            picked: dict[str, set[tuple[str, ast.Call | None]]] = {}  # name the pick is stored under -> registries
             direct: list[tuple[str, ast.Call]] = []
             for node in ast.walk(self.module) if registries else ():
                 if isinstance(node, ast.expr) and (reg := _picked_from(node)) in registries:
                     self.model.registry_picks[reg] = self.model.registry_picks.get(reg, 0) + 1  # type: ignore[index]
-                if isinstance(node, ast.Assign) and (reg := _picked_from(node.value)) in registries:
+                if isinstance(node, ast.Assign) and (pick := self._pick(node.value, getters)) and pick[0] in registries:
                     for target in node.targets:
                         key = target.id if isinstance(target, ast.Name) else \
                             target.attr if _self_attr(target) else None  # type: ignore[union-attr]
                         if key is not None:
-                            picked.setdefault(key, set()).add(reg)  # type: ignore[arg-type]
+                            picked.setdefault(key, set()).add(pick)
                 elif isinstance(node, ast.Call) and (reg := _picked_from(node.func)) in registries:
                     direct.append((reg, node))  # type: ignore[arg-type]
-            for key, regs in picked.items():
+            for key, picks in picked.items():
                 for call in self._calls_named().get(key, []):
-                    for fn_name in set().union(*(registries[r] for r in regs)):
-                        self._registry_table.setdefault(fn_name, []).append(call)
+                    for reg, bound in picks:
+                        # Through ``partial(pick, dim, base, **kw)``: the call gets the partial's arguments first.
+                        made = call if bound is None else ast.copy_location(ast.Call(
+                            func=call.func, args=[*bound.args[1:], *call.args],
+                            keywords=[*bound.keywords, *call.keywords]), call)
+                        if made is not call:
+                            made.written = call  # type: ignore[attr-defined]  # the call in the file, for its fix
+                        for fn_name in registries[reg]:
+                            self._registry_table.setdefault(fn_name, []).append(made)
             for reg, call in direct:
                 for fn_name in registries[reg]:
                     self._registry_table.setdefault(fn_name, []).append(call)
         return self._registry_table
+
+    def _pick(self, node: ast.expr, getters: dict[str, str]) -> tuple[str, ast.Call | None] | None:
+        """(registry, the ``functools.partial`` call binding arguments to the pick, if any) for ``REG[kind]``,
+        ``get_rope_fn(kind)`` (a getter returning ``REG[name]``) and ``partial(<either>, ...)``."""
+        bound = None
+        if isinstance(node, ast.Call) and node.args and (qualname(node.func, self.imports) or "") == "functools.partial":
+            bound, node = node, node.args[0]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in getters:
+            return getters[node.func.id], bound
+        reg = _picked_from(node)
+        return (reg, bound) if reg is not None else None
 
     def _caller_of(self, call: ast.Call) -> FunctionNode | None:
         """The innermost function holding ``call`` (one pass over the module, when first asked)."""

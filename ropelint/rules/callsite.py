@@ -48,7 +48,7 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
         if ctx.code(given).endswith("float32"):
             continue
         edits.append(Replace(given, f"{torch}.float32"))
-        confined = confined and _feeds_only_own_calls(ctx, caller, call)
+        confined = confined and _feeds_only_own_calls(ctx, caller, getattr(call, "written", call))
     if not edits:
         return None
     description = f"pass `{torch}.float32` as `{param}` where this file calls `{fn.name}` (its default stays)"
@@ -80,7 +80,9 @@ def _root_calls(ctx: RuleContext, cls_name: str | None, fn: ast.FunctionDef, par
         seen_calls = Counter(_called_name(call) for call in through)
         for call in through:
             called = _called_name(call)
-            owner = enclosing_function(ctx, call)
+            # (A call through ``functools.partial`` is seen with the partial's arguments first: the one written
+            # in the file says where it is.)
+            owner = enclosing_function(ctx, getattr(call, "written", call))
             if owner is None or (called is not None and calls_in_text(ctx.source, called) > seen_calls[called]):
                 return None  # ``self.rope_init_fn(...)`` also called where the analysis does not look
             calls.append((owner[1], call))
@@ -94,7 +96,8 @@ def _root_calls(ctx: RuleContext, cls_name: str | None, fn: ast.FunctionDef, par
             continue  # ``self.rope_init_fn(config, device=device)``: the float32 default decides
         if given is None or given is False:
             return None  # the default (or an unpacked list) decides: nothing to rewrite at the call
-        owner = enclosing_function(ctx, call) if isinstance(given, ast.Name) and depth < 3 else None
+        owner = enclosing_function(ctx, getattr(call, "written", call)) if isinstance(given, ast.Name) and depth < 3 \
+            else None
         if owner is not None and given.id in call_params(owner[1], is_method=owner[0] is not None) \
                 and not _assigns(owner[1], given.id) and _only_handed_on(ctx, owner[1], given.id):
             handed = _root_calls(ctx, owner[0], owner[1], given.id, depth + 1)  # ``dtype=dtype``
@@ -154,6 +157,9 @@ def _parameter_behind(fn: ast.FunctionDef, name: ast.Name, params: list[str]) ->
         if isinstance(value, ast.IfExp) and any(isinstance(v, ast.Name) and v.id == name.id
                                                 for v in (value.body, value.orelse)):
             return name.id  # ``dtype = dtype if dtype is not None else torch.float32``
+        if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or) and isinstance(value.values[0], ast.Name) \
+                and value.values[0].id == name.id:
+            return name.id  # ``dtype = dtype or torch.get_default_dtype()``
     return None
 
 
