@@ -434,6 +434,24 @@ def _ids_counted(text: bytes, block: _Block, rotaries: list[bytes]) -> list[str]
     return [*found, "def __init__("] if found else []
 
 
+# ``rotary_emb = self.layers[0].self_attn.rotary_emb`` and, below it, ``rotary_emb(position_ids, ...)``: a rotary
+# reached through modules that hold it, handed ids as its activations.
+_ALIASED_CHAIN = re.compile(rb"\n[ \t]+(\w+)\s*=\s*self((?:\.\w+(?:\[[^\]\n]*\])?)+)\.(\w+)[ \t]*(?=\n)")
+
+
+def _chained_id_calls(text: bytes, takers: list[bytes]) -> tuple[list[str], set[str]]:
+    """The texts of such aliases (the methods holding them show what the rotary gets) and the attribute names
+    the chain goes through: the classes assigning those hold the way there, in their ``__init__``."""
+    found: list[str] = []
+    attrs: set[str] = set()
+    for m in _ALIASED_CHAIN.finditer(text) if takers else ():
+        if re.search(rb"(?<![\w.])" + m.group(1) + rb"\(\s*(?:idx|tokens|\w*_ids|positions?)\s*[,)]",
+                     text[m.end():m.end() + 2000]):
+            found.append(m.group(0).strip().decode())
+            attrs.update(re.findall(r"\.(\w+)", (m.group(2) + b"." + m.group(3)).decode()))
+    return found, attrs
+
+
 def _dtype_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[str]:
     """In a class that holds a kept rotary class whose ``forward`` takes a ``dtype`` (``takers``), the text of
     that assignment and of a call handing it one (``self.rotary_emb(position_ids, dtype=self.q_proj.weight.dtype)``):
@@ -780,6 +798,7 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
     dtype_takers = [f"{b.name}(".encode() for b in blocks if b.name and b.interesting and b.head.startswith("class ")
                     and _forward_takes_dtype(b.text(text))]
     rotaries = [f"{b.name}(".encode() for b in blocks if b.name and b.interesting and b.head.startswith("class ")]
+    aliases, chain = _chained_id_calls(text, takers)
     kept: list[tuple[int, int, int]] = []  # (begin offset, end offset, first line)
     all_kept = True
     for block in blocks:
@@ -800,6 +819,11 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
         if is_class:  # kept or not, a class that hands ids to a rotary keeps the methods that do it
             holder = _token_ids_handed(text, block, takers, glue) or _dtype_handed(text, block, dtype_takers) \
                 or _positions_built(text, block, rotaries) or _ids_counted(text, block, rotaries)
+            if aliases:
+                segment = block.text(text)
+                holder = [*holder, *(a for a in aliases if a in segment)]
+                if any(f"self.{attr} =" in segment for attr in chain):
+                    holder.append("def __init__(")  # a module on the way to the rotary
             if holder:
                 interesting, calls = True, [*kept_functions, *holder]
         if not interesting:

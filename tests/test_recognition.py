@@ -4936,3 +4936,68 @@ def test_builders_registered_by_a_decorator_are_checked_at_the_calls_that_pick_t
                            "partial(get_rope_fn(rope_type), dim, base, dtype=torch.bfloat16)").replace(
         "self.rope_fn(device=x.device, dtype=torch.float32)", "self.rope_fn(device=x.device)")
     assert [code for _, code in _found(bound)] == ["RPL006"]
+
+
+def test_ids_handed_to_a_rotary_reached_through_held_modules_are_replaced_by_the_embedding_weight():
+    """``rotary_emb = self.layers[0].self_attn.rotary_emb; rotary_emb(position_ids, seq_len=n)`` in a model whose
+    rotary casts its tables to ``x.dtype``: int64 tables. The model's one embedding table has the dtype of the
+    activations it makes, so its weight stands in for ``x`` (safe: the rotary reads only dtype and device)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, dim, base=10000.0, max_positions=4096):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+                t = torch.arange(max_positions, dtype=torch.float32)
+                emb = torch.outer(t, inv_freq)
+                self._cos = emb.cos()
+                self._sin = emb.sin()
+
+            def forward(self, x, seq_len=None):
+                return self._cos[:seq_len].to(device=x.device, dtype=x.dtype), self._sin[:seq_len].to(
+                    device=x.device, dtype=x.dtype)
+
+
+        class Attention(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.qkv = nn.Linear(dim, 3 * dim)
+                self.rotary_emb = RotaryEmbedding(dim)
+
+
+        class Layer(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.self_attn = Attention(dim)
+
+
+        class Model(nn.Module):
+            def __init__(self, vocab, dim, n_layers):
+                super().__init__()
+                self.embed_tokens = nn.Embedding(vocab, dim)
+                self.layers = nn.ModuleList([Layer(dim) for _ in range(n_layers)])
+
+            def rotary_cos_sin(self, position_ids, max_s):
+                rotary_emb = self.layers[0].self_attn.rotary_emb
+                cos, sin = rotary_emb(position_ids, seq_len=max_s)
+                return cos.index_select(0, position_ids), sin.index_select(0, position_ids)
+        '''
+    found = _found(source)
+    assert found == {(40, "RPL001"): "safe"}
+    fixed = _fixed(source)
+    assert "rotary_emb(self.embed_tokens.weight, seq_len=max_s)" in fixed
+    assert _found(fixed) == {}
+    # Padded with unrelated code the triage prunes, the way through the held modules is still kept.
+    padding = "".join(f"\n\n        def helper_{i}(a):\n            return a + {i}\n" for i in range(40))
+    assert _found(source + padding) == {(40, "RPL001"): "safe"}
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(fixed, "rotary.py", "exec"), namespace)
+    model = namespace["Model"](16, 64, 2).bfloat16()
+    cos, _ = model.rotary_cos_sin(torch.tensor([4000]), 4001)
+    expected = torch.cos(4000 * 1e4 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+    assert cos.dtype == torch.bfloat16
+    assert torch.allclose(cos[0].double(), expected, atol=2 ** -8 + 1e-3)

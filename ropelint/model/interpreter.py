@@ -1041,9 +1041,12 @@ class Interpreter:
             items = self._items_of(stmt.value, frame)
             for target in stmt.targets:
                 self._bind(target, val, items, frame, source=stmt)
-                if isinstance(target, ast.Name) and (target.id in frame.instances or isinstance(stmt.value, ast.Subscript)):
-                    # ``holder = self.variants[self.active]``: one of the modules a container holds.
-                    held = self._element_of(stmt.value, frame) if isinstance(stmt.value, ast.Subscript) else None
+                if isinstance(target, ast.Name) and (target.id in frame.instances
+                                                     or isinstance(stmt.value, (ast.Subscript, ast.Attribute))):
+                    # ``holder = self.variants[self.active]``, ``rotary_emb = self.layers[0].self_attn.rotary_emb``:
+                    # a module of this file, held by a container or by another module.
+                    held = self._element_of(stmt.value, frame) if isinstance(stmt.value, (ast.Subscript, ast.Attribute)) \
+                        else None
                     if held is not None:
                         frame.instances[target.id] = held
                     else:
@@ -1944,8 +1947,21 @@ class Interpreter:
         ``self.rotaries[i]``."""
         if isinstance(func, ast.Name):
             return frame.instances.get(func.id)
-        attr = _self_attr(func.value) if isinstance(func, ast.Subscript) else None
-        return self._element_class(frame.cls, attr) if attr is not None and frame.cls is not None else None
+        if frame.cls is None:
+            return None
+        if isinstance(func, ast.Subscript):
+            attr = _self_attr(func.value)
+            if attr is not None:
+                return self._element_class(frame.cls, attr)
+            # ``self.layers[0].self_attn.layers[i]``: an element of a container another held module holds.
+            owner = self._element_of(func.value.value, frame) if isinstance(func.value, ast.Attribute) else None
+            return self._element_class(owner, func.value.attr) if owner is not None else None  # type: ignore[union-attr]
+        if isinstance(func, ast.Attribute) and not (isinstance(func.value, ast.Name) and func.value.id == "self"):
+            # ``self.layers[0].self_attn.rotary_emb``: a submodule of a module found so.
+            owner = self._element_of(func.value, frame)
+            held = held_class(self.model.classes, owner, func.attr) if owner is not None else None
+            return held if held is not owner else None
+        return None
 
     def _loop_instances(self, loop: ast.For | ast.AsyncFor, frame: Frame) -> None:
         """``for rope in self.rotaries`` / ``for i, rope in enumerate(self.rotaries)``: ``rope`` is one of the
@@ -2349,6 +2365,11 @@ class Interpreter:
             return frame.scope.activation
         ids = arg.body if isinstance(arg, ast.IfExp) else arg  # ``input_ids if ... else inputs_embeds``
         table = self._embedding_of(ids, frame) if isinstance(ids, ast.Name) else None
+        if table is None and frame.cls is not None:
+            # The one embedding table the module holds: its weight has the dtype of the activations it makes
+            # (``hidden_states = self.embed_tokens(input_ids)`` in the model's ``forward``).
+            tables = {attr for c in self._mro(frame.cls) for attr, made in c.submodules.items() if made == "Embedding"}
+            table = tables.pop() if len(tables) == 1 else None
         if table is None:
             # Nothing here has the activations' dtype: float32 ids of the same shape and device (``~`` marks
             # the guess, as the callers' activations may want tables in their own dtype).
