@@ -5001,3 +5001,194 @@ def test_ids_handed_to_a_rotary_reached_through_held_modules_are_replaced_by_the
     expected = torch.cos(4000 * 1e4 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
     assert cos.dtype == torch.bfloat16
     assert torch.allclose(cos[0].double(), expected, atol=2 ** -8 + 1e-3)
+
+
+def test_a_buffer_reassigned_in_float32_is_float32_for_the_reads_after_it_in_the_same_block():
+    """Qwen's dynamic NTK: ``self.inv_freq = 1.0 / (base ** (arange(...).float() / dim))`` then the table built
+    from ``self.inv_freq`` in the same ``if`` block reads that float32 tensor, not the converted buffer. A read
+    after the block (where the branch may not have run) still reads the buffer."""
+    source = '''\
+        import torch
+
+
+        class RotaryEmbedding(torch.nn.Module):
+            def __init__(self, dim, base=10000):
+                super().__init__()
+                self.dim, self.base = dim, base
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+                self._cache = None
+                self._seq_len_cached = 0
+
+            def forward(self, seqlen, ntk_alpha=1.0):
+                if seqlen > self._seq_len_cached:
+                    base = self.base * ntk_alpha ** (self.dim / (self.dim - 2))
+                    self.inv_freq = 1.0 / (base ** (torch.arange(0, self.dim, 2, device=self.inv_freq.device).float()
+                                                    / self.dim))
+                    self._seq_len_cached = max(2 * seqlen, 16)
+                    seq = torch.arange(self._seq_len_cached, device=self.inv_freq.device)
+                    freqs = torch.outer(seq.type_as(self.inv_freq), self.inv_freq)
+                    self._cache = [freqs.cos(), freqs.sin()]
+                cos, sin = self._cache
+                return cos[:seqlen], sin[:seqlen]
+        '''
+    assert _found(source) == {}
+    after = source.replace(
+        "                    freqs = torch.outer(seq.type_as(self.inv_freq), self.inv_freq)\n"
+        "                    self._cache = [freqs.cos(), freqs.sin()]\n", "").replace(
+        "                cos, sin = self._cache\n",
+        "                freqs = torch.outer(seq.type_as(self.inv_freq), self.inv_freq)\n"
+        "                cos, sin = freqs.cos(), freqs.sin()\n")
+    assert ("RPL002" in {code for _, code in _found(after)})
+
+
+def test_a_parenthesised_phase_cast_before_cos_and_sin_moves_to_the_tables():
+    """``freqs = (position_ids[:, :, None].float() * inv_freq[None, None, :]).type_as(x)`` then cos/sin of its
+    concatenation: the cast goes (the author's parentheses stay) and the tables take it."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                self.inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+                self.attention_scaling = 1.0
+
+            def forward(self, x, position_ids):
+                inv_freq = self.inv_freq.to(x.device)
+                freqs = (position_ids[:, :, None].float() * inv_freq[None, None, :]).type_as(x)
+                emb = torch.cat((freqs, freqs), dim=-1)
+                cos = emb.cos() * self.attention_scaling
+                sin = emb.sin() * self.attention_scaling
+                return cos, sin
+        '''
+    assert _found(source) == {(13, "RPL007"): "safe"}
+    fixed = _fixed(source)
+    assert "freqs = (position_ids[:, :, None].float() * inv_freq[None, None, :])\n" in fixed
+    assert "cos = emb.cos().type_as(x) * self.attention_scaling" in fixed
+    assert _found(fixed) == {}
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(fixed, "rotary.py", "exec"), namespace)
+    cos, _ = namespace["Rotary"](64, 5e5)(torch.zeros(1, dtype=torch.bfloat16), torch.tensor([[131071]]))
+    expected = torch.cos(131071 * 5e5 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+    assert cos.dtype == torch.bfloat16
+    assert torch.allclose(cos[0, 0, :32].double(), expected, atol=2 ** -8 + 1e-3)
+
+
+def test_frequencies_widened_after_a_slice_keep_their_dtype_change_inside_the_function():
+    """``exponent = torch.arange(0, d, 2, dtype=x.dtype) / d`` whose frequencies are read only as
+    ``inv_freq[None, None, :].float()``: float32 at the phase either way, so building them in float32 changes
+    nothing else (safe)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, x, position_ids):
+                exponent = torch.arange(0, self.dim, 2, device=x.device, dtype=x.dtype) / self.dim
+                inv_freq = 1.0 / (self.base ** exponent)
+                freqs = position_ids[:, :, None].float() * inv_freq[None, None, :].float()
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        '''
+    assert _found(source) == {(11, "RPL006"): "safe"}
+    fixed = _fixed(source)
+    assert "torch.arange(0, self.dim, 2, device=x.device, dtype=torch.float32) / self.dim" in fixed
+    assert _found(fixed) == {}
+    # Returned as it is (not widened), the dtype would leave the function: unsafe.
+    kept = source.replace("return emb.cos().to(x.dtype), emb.sin().to(x.dtype)",
+                          "return emb.cos().to(x.dtype), emb.sin().to(x.dtype), inv_freq")
+    assert _found(kept) == {(11, "RPL006"): "unsafe"}
+
+
+def test_a_buffer_handed_to_an_optional_frequency_argument_of_a_helper_is_found():
+    """timm's older ``RotaryEmbeddingCat``: ``build_rotary_pos_embed(shape, self.bands)`` hands the buffer on to
+    ``build_fourier_pos_embed(bands=bands)``, which computes bands only ``if bands is None`` and forms the phase
+    ``grid * bands``: the buffer ``model.bfloat16()`` rounds reaches the phase."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def freq_bands(num_bands, temperature=10000.0):
+            exp = torch.arange(0, num_bands, 1, dtype=torch.int64).to(torch.float32) / num_bands
+            return 1.0 / (temperature ** exp)
+
+
+        def build_fourier_pos_embed(feat_shape, bands=None, num_bands=64, temperature=10000.0):
+            if bands is None:
+                bands = freq_bands(num_bands, temperature=temperature)
+            t = [torch.arange(s, dtype=torch.int64).to(torch.float32) for s in feat_shape]
+            grid = torch.stack(torch.meshgrid(*t, indexing="ij"), dim=-1).unsqueeze(-1)
+            pos = grid * bands
+            return pos.sin(), pos.cos()
+
+
+        def build_rotary_pos_embed(feat_shape, bands=None, dim=64):
+            sin_emb, cos_emb = build_fourier_pos_embed(feat_shape, bands=bands, num_bands=dim // 4)
+            return sin_emb.flatten(0, -2), cos_emb.flatten(0, -2)
+
+
+        class RotaryEmbeddingCat(nn.Module):
+            def __init__(self, dim, temperature=10000.0):
+                super().__init__()
+                self.register_buffer("bands", freq_bands(dim // 4, temperature), persistent=False)
+
+            def forward(self, x):
+                return torch.cat(build_rotary_pos_embed(x.shape[2:], self.bands), -1)
+        '''
+    assert _found(source) == {(30, "RPL002"): "safe"}
+    # Computed inside the helper instead of handed on: nothing module casts reach.
+    assert _found(source.replace("build_rotary_pos_embed(x.shape[2:], self.bands)",
+                                 "build_rotary_pos_embed(x.shape[2:])")) == {}
+    fixed = _fixed(source)
+    assert _found(fixed) == {}
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(fixed, "rotary.py", "exec"), namespace)
+    rope = namespace["RotaryEmbeddingCat"](64).bfloat16()
+    emb = rope(torch.zeros(1, 1, 1, 3000))
+    expected = torch.sin(2999 * 1e4 ** (-torch.arange(0, 16, dtype=torch.float64) / 16))
+    assert torch.allclose(emb[-1, :16].double(), expected, atol=1e-4)
+
+
+def test_a_buffer_rebuilt_in_float32_by_forward_before_its_read_is_not_rounded_state():
+    """Phi-3 / OmniGen's su-scaled rotary: ``self.inv_freq = 1.0 / (ext_factors * self.base ** shape)`` in
+    ``forward``, then ``self.inv_freq[None, :, None].float()``: the buffer holds that float32 tensor when it is
+    read, whatever a module cast did to the one registered in ``__init__``."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class SuScaledRotary(nn.Module):
+            def __init__(self, dim, base=10000, short_factor=None):
+                super().__init__()
+                self.dim, self.base = dim, base
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.int64).float() / self.dim))
+                self.register_buffer("inv_freq", tensor=inv_freq, persistent=False)
+                self.short_factor = short_factor or [1.0] * (dim // 2)
+
+            def forward(self, x, position_ids):
+                ext_factors = torch.tensor(self.short_factor, dtype=torch.float32, device=x.device)
+                shape = torch.arange(0, self.dim, 2, dtype=torch.int64, device=x.device).float() / self.dim
+                self.inv_freq = 1.0 / (ext_factors * self.base ** shape)
+                freqs = position_ids[..., None].float() * self.inv_freq[None, None, :].float()
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+        '''
+    assert _found(source) == {}
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(textwrap.dedent(source), "rotary.py", "exec"), namespace)
+    cos, _ = namespace["SuScaledRotary"](64, 5e5).bfloat16()(torch.zeros(1), torch.tensor([[131071]]))
+    expected = torch.cos(131071 * 5e5 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+    # float32's phase error at this position (ROPE_NOTES: 2 * (pos + 1) * 2**-24 + 2**-23); bfloat16 rates miss by ~1
+    assert torch.allclose(cos[0, 0].double(), expected, atol=2 * 131072 * 2 ** -24 + 2 ** -23)

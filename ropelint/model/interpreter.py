@@ -249,6 +249,9 @@ class Frame:
     # ``self.<name> = value`` earlier in this function: later reads here get that value, not the state's
     # (``self.inv_freq = 1.0 / (ext_factors * ...)`` then ``self.inv_freq[None, :]`` in Phi-3's forward).
     written: dict[str, Val] = field(default_factory=dict)
+    # ``self.inv_freq = 1.0 / (base ** (arange(...).float() / dim))`` into a registered buffer, outside
+    # ``__init__``: reads later in the same block (not after it) get that float32 tensor (Qwen's dynamic NTK).
+    fresh: dict[str, Val] = field(default_factory=dict)
     # ``self._build_cache(n)`` as a statement earlier in this function: state name -> the rebuilt state's
     # registering call, by ``id`` (see FileModel.rebuilt_states).
     rebuilt: dict[str, int] = field(default_factory=dict)
@@ -373,6 +376,20 @@ def _none_tested(node: ast.IfExp) -> tuple[str, ast.expr] | None:
     name = test.left.id
     given, fallback = (node.orelse, node.body) if isinstance(test.ops[0], ast.Is) else (node.body, node.orelse)
     return (name, fallback) if isinstance(given, ast.Name) and given.id == name else None
+
+
+def _defaulted_when_none(stmt: ast.If) -> str | None:
+    """``name`` for ``if name is None: name = ...`` whose other branch leaves ``name`` as it is."""
+    test = stmt.test
+    if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Is) and is_none(test.comparators[0])):
+        return None
+    name = test.left.id
+
+    def stores(body: list[ast.stmt]) -> bool:
+        return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                   for s in body for n in ast.walk(s))
+    return name if stores(stmt.body) and not stores(stmt.orelse) else None
 
 
 def _tensor_fallback(fn: ast.AST, name: str) -> str | None:
@@ -1008,13 +1025,14 @@ class Interpreter:
         return bool_literal(stmt.value.args[-1])
 
     def _branch(self, frame: Frame, bodies: list[list[ast.stmt] | None]) -> None:
-        base_env, base_items = dict(frame.env), dict(frame.items)
+        base_env, base_items, base_fresh = dict(frame.env), dict(frame.items), frame.fresh
         results = []
         for body in bodies:
-            frame.env, frame.items = dict(base_env), dict(base_items)
+            frame.env, frame.items, frame.fresh = dict(base_env), dict(base_items), dict(base_fresh)
             if body:
                 self._block(body, frame)
             results.append((frame.env, frame.items))
+        frame.fresh = base_fresh
         merged: dict[str, Val] = {}
         for env, _ in results:
             for k, v in env.items():
@@ -1093,8 +1111,15 @@ class Interpreter:
         elif isinstance(stmt, ast.If):
             self._eval(stmt.test, frame)
             dispatched = _number_dispatch(stmt.test)
+            optional = _defaulted_when_none(stmt)
+            if optional is not None and (frame.env.get(optional) or UNKNOWN).param != optional:
+                optional = None
             before = frame.env.get(dispatched) if dispatched is not None else None
             self._branch(frame, [stmt.body, stmt.orelse or None])
+            if optional is not None and optional in frame.env:
+                # ``if bands is None: bands = freq_bands(...)``: the argument, when one is given (timm's
+                # ``build_fourier_pos_embed(feat_shape, bands=self.bands)``).
+                frame.env[optional] = frame.env[optional].evolve(param=optional)
             if before is not None and before.param == dispatched and dispatched in frame.env:
                 # ``if isinstance(pos, int): pos = torch.arange(pos).float()``: a caller handing a tensor skips the
                 # branch, so the name still holds that argument.
@@ -1295,6 +1320,10 @@ class Interpreter:
             if val.reads and val.roles & {Role.INV_FREQ} and frame.scope.symbol.rsplit(".", 1)[-1] != "__init__" \
                     and all(read.ref.name != name for read in val.reads):  # not ``self.x = self.x.float()``
                 frame.written[name] = val
+            frame.fresh.pop(name, None)
+            if not val.reads and val.roles == {Role.INV_FREQ} and val.dtype is Dt.FULL \
+                    and frame.scope.symbol.rsplit(".", 1)[-1] != "__init__":
+                frame.fresh[name] = val
             existing = frame.cls.state.get(name)
             if existing is not None and isinstance(getattr(source, "value", None), ast.Constant) \
                     and source.value.value is None:  # type: ignore[union-attr]
@@ -1714,6 +1743,8 @@ class Interpreter:
     def _state_read(self, attr: str, node: ast.AST, frame: Frame) -> Val:
         if frame.cls is None:
             return self._named(attr)
+        if attr in frame.fresh and not self._metadata_read:
+            return frame.fresh[attr]
         if attr in frame.written and not self._metadata_read:
             if attr in frame.rebuilt:
                 self.model.rebuilt_states.add(frame.rebuilt[attr])

@@ -308,8 +308,16 @@ def _widened_downstream(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
     found = assigned_name(ctx, site, whole=False)
     if found is None or fn is None:
         return False
-    widened = {id(node.func.value) for node in ast.walk(fn) if isinstance(node, ast.Call)
-               and isinstance(node.func, ast.Attribute) and node.func.attr in ("float", "double") and not node.args}
+    widened = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("float", "double") \
+                and not node.args:
+            receiver = node.func.value
+            while isinstance(receiver, ast.Subscript) or (  # ``inv_freq[None, None, :].float()``
+                    isinstance(receiver, ast.Call) and isinstance(receiver.func, ast.Attribute)
+                    and receiver.func.attr in ("unsqueeze", "view", "reshape", "expand", "contiguous")):
+                receiver = receiver.value if isinstance(receiver, ast.Subscript) else receiver.func.value
+            widened.add(id(receiver))
     todo, seen, ends = [found], set(), 0
     while todo:
         stmt, name = todo.pop()

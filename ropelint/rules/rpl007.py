@@ -64,6 +64,8 @@ class TrigAfterDowncast(Rule):
             return None
         receiver_code = ctx.code(cast.node.func.value)
         cast_code = ctx.code(cast.node)
+        if cast_code.startswith(f"({receiver_code})"):
+            receiver_code = f"({receiver_code})"  # ``(pos * inv_freq).type_as(x)``: the author's parentheses stay
         if not cast_code.startswith(receiver_code):
             return None
         return receiver_code, cast_code[len(receiver_code):]
