@@ -317,7 +317,7 @@ _REGISTRY_HELD = re.compile(r"self\.(\w+)\s*=\s*([A-Z_][A-Z0-9_]*)\[[^\]\n]*\]\(
 # Casts to or of ids and positions in a class that holds a rotary: where glue code can break its tables.
 _GLUE_CAST = re.compile(r"\.(?:to|type_as)\(\s*(?:\w*_ids|pos|positions|idx)\s*\)"
                         r"|\b(?:position_ids|positions|pos_ids)\.(?:to|type_as|type|half|bfloat16)\(")
-_IDS_CALL = re.compile(r"self\.(\w+)\(\s*(?:idx|tokens|input_idx|token_idx|\w*_ids)\s*(?:[,)]|if\b)")
+_IDS_CALL = re.compile(r"self\.(\w+)\(\s*(?:idx|tokens|input_idx|token_idx|\w*_ids|positions)\s*(?:[,)]|if\b)")
 
 
 def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes], glue: tuple[str, ...] = ()) -> list[str]:
@@ -335,6 +335,8 @@ def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes], glue: tup
     for call in _IDS_CALL.finditer(segment):
         if call.group(1) in held:
             found += [held[call.group(1)], call.group(0)]
+            # ``positions = self.time_positions(timestamps)`` first: the method says what the positions are.
+            found += [f"def {m}(" for m in re.findall(r"\bpositions\s*=\s*self\.(\w+)\(", segment)]
     for listed in _HELD_LIST.finditer(segment):
         # ``self.rotaries = nn.ModuleList(LayerRope(...) for ...)``; ``for i, rope in enumerate(self.rotaries):
         # ... rope(position_ids, position_ids)``.

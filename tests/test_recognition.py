@@ -5192,3 +5192,84 @@ def test_a_buffer_rebuilt_in_float32_by_forward_before_its_read_is_not_rounded_s
     expected = torch.cos(131071 * 5e5 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
     # float32's phase error at this position (ROPE_NOTES: 2 * (pos + 1) * 2**-24 + 2**-23); bfloat16 rates miss by ~1
     assert torch.allclose(cos[0, 0].double(), expected, atol=2 * 131072 * 2 ** -24 + 2 ** -23)
+
+
+def test_per_axis_frequencies_in_a_block_diagonal_matrix_form_a_phase_by_einsum():
+    """``torch.einsum("bnc,cf->bnf", pos, torch.block_diag(f[None], f[None], f[None]))`` sums over the xyz index:
+    under autocast it runs in 16 bits (RPL003), with a float32 sum of elementwise products as the fix."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def axis_frequencies(dim, theta, device=None):
+            exponent = torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim
+            return theta ** (-exponent)
+
+
+        class PointRoPE(nn.Module):
+            def __init__(self, head_dim, grid_size=0.02, theta=100.0):
+                super().__init__()
+                self.axis_dim, self.grid_size, self.theta = head_dim // 3, grid_size, theta
+
+            def frequency_matrix(self, device=None):
+                f = axis_frequencies(self.axis_dim, self.theta, device=device)
+                return torch.block_diag(f[None], f[None], f[None])
+
+            def forward(self, coord):
+                pos = coord.float() / self.grid_size
+                angles = torch.einsum("bnc,cf->bnf", pos, self.frequency_matrix(coord.device))
+                return angles.cos(), angles.sin()
+        '''
+    assert _found(source) == {(21, "RPL003"): "safe"}
+    fixed = _fixed(source)
+    assert "einsum" not in fixed and _found(fixed) == {}
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(fixed, "rotary.py", "exec"), namespace)
+    coord = torch.tensor([[[4000 * 0.02, 0.0, 0.0]]])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cos, _ = namespace["PointRoPE"](96)(coord)
+    expected = torch.cos(4000 * 100.0 ** (-torch.arange(0, 32, 2, dtype=torch.float64) / 32))
+    assert torch.allclose(cos[0, 0, :16].double(), expected, atol=1e-3)
+
+
+def test_grids_appended_to_a_list_then_meshed_feed_only_the_phase():
+    """HunyuanVideo's rotary with ``torch.arange(0, n, **factory_kwargs)`` in the activations' dtype, appended to
+    a list, meshed and handed axis by axis to the 1-D builder: nothing else reads the grid, so building it in
+    float32 is safe."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def get_1d_rotary_pos_embed(dim, pos, theta=10000.0):
+            freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            freqs = torch.outer(pos, freqs)
+            return freqs.cos(), freqs.sin()
+
+
+        class VideoRotaryPosEmbed(nn.Module):
+            def __init__(self, rope_dim=(16, 24, 24), theta=256.0):
+                super().__init__()
+                self.rope_dim, self.theta = rope_dim, theta
+
+            def forward(self, hidden_states):
+                _, _, t, h, w = hidden_states.shape
+                factory_kwargs = {"device": hidden_states.device, "dtype": hidden_states.dtype}
+                axes_grids = []
+                for i, n in enumerate((t, h, w)):
+                    grid = torch.arange(0, n, **factory_kwargs)
+                    axes_grids.append(grid)
+                grid = torch.stack(torch.meshgrid(*axes_grids, indexing="ij"), dim=0)
+                freqs = [get_1d_rotary_pos_embed(self.rope_dim[i], grid[i].reshape(-1), self.theta) for i in range(3)]
+                return torch.cat([f[0] for f in freqs], dim=1), torch.cat([f[1] for f in freqs], dim=1)
+        '''
+    assert _found(source) == {(21, "RPL005"): "safe"}
+    fixed = _fixed(source)
+    assert 'torch.arange(0, n, **{**factory_kwargs, "dtype": torch.float32})' in fixed
+    assert _found(fixed) == {}
+    # The list also returned: other code reads the grids, whose dtype would change.
+    returned = source.replace("return torch.cat([f[0] for f in freqs], dim=1), torch.cat([f[1] for f in freqs], dim=1)",
+                              "return torch.cat([f[0] for f in freqs], dim=1), axes_grids")
+    assert _found(returned) == {(21, "RPL005"): "unsafe"}

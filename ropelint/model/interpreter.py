@@ -963,6 +963,9 @@ class Interpreter:
             # and an ``int`` one (``* q_stride``) keeps an integer tensor integer, as a Python int does.
             if p in env and env[p].roles <= {Role.POSITIONS} and env[p].dtype is Dt.UNKNOWN:
                 env[p] = Val(frozenset({Role.SCALAR}), param=p, literal=0 if kind == "int" else 0.0)
+        for p in _long_annotated(fn):
+            if p in env and env[p].dtype is Dt.UNKNOWN:
+                env[p] = env[p].evolve(dtype=Dt.INT)  # ``timestamps: torch.LongTensor``: int64 by contract
         if any(v.has(Role.INV_FREQ) for v in env.values()):
             env.update({p: self._param_val(p, takes_trig=True) for p in _trig_operands(fn) if p in env})
         frame = Frame(env, {}, scope, cls, guards)
@@ -982,6 +985,8 @@ class Interpreter:
         self._block(fn.body, frame)
         self._current = caller_statement
         ret = _joined(frame.returns)
+        if _is_long(fn.returns) and not ret.roles & {Role.TABLE, Role.PHASE, Role.INV_FREQ, Role.COMPLEX}:
+            ret = ret.evolve(dtype=Dt.INT, site=None)  # ``-> torch.LongTensor``: ids or steps, int64 by contract
         items = None
         if frame.return_items:
             items = frame.return_items[0]
@@ -2684,7 +2689,8 @@ class Interpreter:
         if tail in ("clamp", "clip") and vals and _unit_bounds(pos[1:3], kw):
             # ``torch.clamp((arange(n) - low) / (high - low), 0, 1)``: a ramp in [0, 1] (YaRN's mask), not positions.
             return Val(frozenset(), vals[0].dtype)
-        if tail in ("where", "lerp", "clamp", "clip", "maximum", "minimum"):
+        if tail in ("where", "lerp", "clamp", "clip", "maximum", "minimum", "block_diag"):
+            # (``torch.block_diag(f[None], f[None], f[None])``: per-axis frequencies as one (axes, d) matrix.)
             tensors = [v for v in vals if v.roles - {Role.SCALAR}]
             out = UNKNOWN
             for v in tensors:
@@ -3791,6 +3797,19 @@ def _defaults_to_false(node: ast.AST, fn: ast.AST | None) -> bool:
     if not isinstance(node, ast.Name) or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     return any(name == node.id and bool_literal(default) is False for name, default in _defaults(fn))
+
+
+def _is_long(ann: ast.expr | None) -> bool:
+    """``torch.LongTensor`` (or ``IntTensor``), also inside ``Optional[...]``."""
+    if isinstance(ann, ast.Subscript) and (dotted(ann.value) or [""])[-1] == "Optional":
+        ann = ann.slice
+    return ann is not None and (dotted(ann) or [""])[-1] in ("LongTensor", "IntTensor")
+
+
+def _long_annotated(fn: FunctionNode) -> list[str]:
+    """Parameters annotated ``torch.LongTensor`` (or ``Optional[torch.LongTensor]``)."""
+    a = fn.args
+    return [arg.arg for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs) if _is_long(arg.annotation)]
 
 
 def _number_annotated(fn: FunctionNode) -> dict[str, str]:

@@ -231,6 +231,13 @@ def _feeds_other_values(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
             if id(load) in inside:
                 continue
             owner = ctx.model.statement_of.get(id(load))
+            if isinstance(owner, ast.Expr) and isinstance(owner.value, ast.Call) \
+                    and isinstance(owner.value.func, ast.Attribute) and owner.value.func.attr == "append" \
+                    and isinstance(owner.value.func.value, ast.Name) and owner.value.args \
+                    and owner.value.args[0] is load:
+                # ``axes_grids.append(grid)`` in a loop, then ``torch.meshgrid(*axes_grids)``: follow the list.
+                todo.append((owner, owner.value.func.value.id))
+                continue
             targets = owner.targets[0] if isinstance(owner, ast.Assign) and len(owner.targets) == 1 else None
             names = [t for t in (targets.elts if isinstance(targets, ast.Tuple) else [targets])
                      if isinstance(t, ast.Name)]
