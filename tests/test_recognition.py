@@ -5273,3 +5273,39 @@ def test_grids_appended_to_a_list_then_meshed_feed_only_the_phase():
     returned = source.replace("return torch.cat([f[0] for f in freqs], dim=1), torch.cat([f[1] for f in freqs], dim=1)",
                               "return torch.cat([f[0] for f in freqs], dim=1), axes_grids")
     assert _found(returned) == {(21, "RPL005"): "unsafe"}
+
+
+def test_a_float32_buffer_of_positions_is_kept_through_module_casts():
+    """KerasNLP's rotary port registers ``position_range = torch.arange(n, dtype=torch.float32)`` as a buffer and
+    slices it for positions: ``model.half()`` rounds it (RPL005 at the read); the fix keeps it float32 with the
+    ``_apply`` override RPL002 uses for frequencies."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, max_wavelength=10000, max_sequence_length=8192):
+                super().__init__()
+                self.max_wavelength = max_wavelength
+                self.register_buffer("position_range", torch.arange(max_sequence_length, dtype=torch.float32),
+                                     persistent=False)
+
+            def forward(self, inputs, start_index=0):
+                dim = inputs.shape[-1]
+                inverse_freq = 1.0 / (self.max_wavelength ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+                positions = self.position_range[start_index:start_index + inputs.shape[1]]
+                freq = torch.einsum("i,j->ij", positions, inverse_freq)
+                return freq.cos().to(inputs.dtype), freq.sin().to(inputs.dtype)
+        '''
+    assert _found(source) == {(15, "RPL005"): "safe"}
+    fixed = _fixed(source)
+    assert "apply_keeping_dtype" in fixed and '("position_range",)' in fixed
+    assert _found(fixed) == {}
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(fixed, "rotary.py", "exec"), namespace)
+    rope = namespace["RotaryEmbedding"]().half().float()
+    cos, _ = rope(torch.zeros(1, 1, 64), start_index=8191)
+    expected = torch.cos(8191 * 1e4 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+    assert torch.allclose(cos[0].double(), expected, atol=2 * 8192 * 2 ** -24 + 2 ** -23)

@@ -8,6 +8,7 @@ from ..model.names import dotted
 from .base import Rule, RuleContext, append_keyword, later_loads
 from .callsite import caller_dtype_fix, calls_of, enclosing_function
 from .casts import float32_fix
+from .keep import keep_fix
 
 
 class LowPrecisionPositions(Rule):
@@ -24,6 +25,10 @@ class LowPrecisionPositions(Rule):
                 message = (f"positions get a dtype that can be 16-bit here and reach {what} at line "
                            f"{ctx.line_of(used_at)}: bfloat16 cannot tell 256 from 257 (8184..8195 all become 8192)")
                 fix = float32_fix(ctx, site, "positions", scope)
+                read = next((r for r in pos.reads if r.node is site and r.follows_module_casts), None)
+                if fix is None and read is not None:
+                    # ``self.position_range[start:end]`` of a float32 buffer of positions: module casts round it.
+                    fix = keep_fix(ctx, read.ref, "positions")[0]
                 if fix is not None and fix.safety == "unsafe" and _only_into_phase_helpers(ctx, site, helper_calls):
                     fix = FixPlan("safe", "build the positions in float32 (they only reach the helpers that form "
                                           "the phase)", fix.edits)
