@@ -127,6 +127,15 @@ def _matrix(case: Path, harness_path: Path) -> dict[str, Any]:
                 row.update(ratio=float(ratio.max()), error=float(torch.maximum(err_cos, err_sin).max()),
                            dtype=str(out_dtype).removeprefix("torch."))
                 row["passed"] = row["ratio"] < 1.0
+                mixed = conversion != "float32" and not back and autocast != "off" \
+                    and (conversion == "float16") == (autocast == "cpu-bf16")
+                if mixed and not row["passed"] and out_dtype == torch.float32:
+                    # A float16 model under bfloat16 autocast (or the reverse): tables made in the model's 16-bit
+                    # dtype meet activations of the other and come out promoted to float32; within one bfloat16
+                    # rounding they are what that model computes, not a lost phase.
+                    coarse = torch.maximum((cos - ref_cos).abs() / trig_tolerance(ref_cos, positions, torch.bfloat16),
+                                           (sin - ref_sin).abs() / trig_tolerance(ref_sin, positions, torch.bfloat16))
+                    row["mixed"] = bool(coarse.max() < 1.0)
             except Exception as exc:  # a harness or module failure is one failed case
                 row.update(passed=False, raised=f"{type(exc).__name__}: {exc}"[:300])
                 # Where in the case file it raised (the innermost frame there): a float16 model under bfloat16
@@ -144,7 +153,8 @@ def _matrix(case: Path, harness_path: Path) -> dict[str, Any]:
     converted = [r for r in rows if r["conversion"] != "float32"]
     return {"controls": sum(r["passed"] for r in controls), "cases": sum(r["passed"] for r in converted),
             "mixed": sum(bool(r.get("mixed")) for r in converted),
-            "mixed_at": sorted({r["raised_at"] for r in converted if r.get("mixed") and "raised_at" in r})[:3],
+            "mixed_at": sorted({r.get("raised_at", "no raise: promoted to float32 within one bfloat16 rounding")
+                                for r in converted if r.get("mixed")})[:3],
             "worst": max((r.get("ratio", float("inf")) for r in converted), default=0.0),
             "raised": sorted({r["raised"] for r in rows if "raised" in r})[:3], "rows": rows}
 
@@ -219,7 +229,7 @@ def _line(r: dict[str, Any]) -> str:
         num = f" orig {o['cases']}/24+{o['controls']}/6 fixed {f['cases']}/24+{f['controls']}/6"
         if f.get("mixed") and f["cases"] + f["mixed"] == 24 and f["controls"] == 6:
             # Every failure is a mixed float16/bfloat16 autocast case that raised: reported, not counted.
-            num += f" ({f['mixed']} mixed-autocast cases raised at {'; '.join(f['mixed_at']) or '?'})"
+            num += f" ({f['mixed']} mixed-autocast cases: {'; '.join(f['mixed_at']) or '?'})"
             tags.append("MIXED")
         elif f["cases"] != 24 or f["controls"] != 6:
             tags.append("NUM")

@@ -310,13 +310,19 @@ def _takes_activation_first(block: str) -> bool:
 _NESTED_DEF = re.compile(r"^[ \t]+(?:async[ \t]+)?def[ \t]", re.MULTILINE)
 _HELD = re.compile(r"self\.(\w+)\s*=\s*(?:[\w.]+\.)?(\w+)\(")
 # A range built in a dtype that is not an integer or float32 one (``dtype=inputs_embeds.dtype``, ``dtype=self.dtype``).
-_RANGE_IN_A_DTYPE = re.compile(r"\barange\([^)]*\bdtype\s*=\s*(?!torch\.(?:long|int64|int32|int|float32|float)\b)[\w.]")
+_RANGE_IN_A_DTYPE = re.compile(r"\barange\([^)]*\bdtype\s*=\s*(?!torch\.(?:long|int64|int32|int|float32|float)\b)[\w.]"
+                               # ``torch.arange(a, b).to(inputs_embeds)``: a device move that takes the dtype too
+                               r"|\barange\([^)\n]*\)\.(?:to|type_as)\(\s*(?!device\b)[a-z_]\w*\s*\)")
 _EMBEDDING_HELD = re.compile(r"self\.(\w+)\s*=\s*(?:nn\.|torch\.nn\.)?Embedding\(")
 _HELD_LIST = re.compile(r"self\.(\w+)\s*=\s*(?:nn\.|torch\.nn\.)?Module(?:List|Dict)\(")
 _REGISTRY_HELD = re.compile(r"self\.(\w+)\s*=\s*([A-Z_][A-Z0-9_]*)\[[^\]\n]*\]\(")
 # Casts to or of ids and positions in a class that holds a rotary: where glue code can break its tables.
-_GLUE_CAST = re.compile(r"\.(?:to|type_as)\(\s*(?:\w*_ids|pos|positions|idx)\s*\)"
+_GLUE_CAST = re.compile(r"\.(?:to|type_as)\(\s*(?:dtype\s*=\s*)?(?:\w*_ids|pos|positions|idx)(?:\.dtype)?\s*\)"
                         r"|\b(?:position_ids|positions|pos_ids)\.(?:to|type_as|type|half|bfloat16)\(")
+# ``cos.type_as(position_ids)``, ``sin[position_ids].unsqueeze(1).to(position_ids.dtype)``: tables cast to the ids'
+# integer dtype, in whatever class or function holds the cast (a decoder layer, an attention's helper).
+_TABLE_TO_IDS = re.compile(rb"\b(?:cos|sin)\w*(?:\[[^\]\n]*\])?(?:\.\w+\([^()\n]*\))*\.(?:to|type_as|type)\(\s*"
+                           rb"(?:dtype\s*=\s*)?(?:\w*_ids|pos|positions|idx)(?:\.dtype)?\s*\)")
 _IDS_CALL = re.compile(r"self\.(\w+)\(\s*(?:idx|tokens|input_idx|token_idx|\w*_ids|positions)\s*(?:[,)]|if\b)")
 
 
@@ -332,6 +338,12 @@ def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes], glue: tup
     held = {m.group(1): m.group(0) for m in _HELD.finditer(segment) if f"{m.group(2)}(".encode() in takers}
     held |= {m.group(1): m.group(0) for m in _REGISTRY_HELD.finditer(segment) if f"{m.group(2)}[".encode() in takers}
     found = []
+    # ``ref = input_ids if input_ids is not None else inputs_embeds`` then ``self.rotary_emb(ref, position_ids)``.
+    aliases = set(re.findall(r"\b(\w+)\s*=\s*(?:idx|tokens|\w*_ids)\b(?!\s*[.\[(])", segment)) if held else set()
+    for alias in aliases:
+        for call in re.finditer(rf"self\.(\w+)\(\s*{alias}\s*[,)]", segment):
+            if call.group(1) in held:
+                found += [held[call.group(1)], call.group(0)]
     for call in _IDS_CALL.finditer(segment):
         if call.group(1) in held:
             found += [held[call.group(1)], call.group(0)]
@@ -406,13 +418,17 @@ def _positions_built(text: bytes, block: _Block, rotaries: list[bytes]) -> list[
     if not any(text.find(name, block.begin, block.end) != -1 for name in rotaries):
         return []
     segment = block.text(text)
-    if "cumsum(" not in segment and _RANGE_IN_A_DTYPE.search(segment) is None:
+    if "cumsum(" not in segment and _RANGE_IN_A_DTYPE.search(segment) is None \
+            and _FLOAT_POSITIONS_BUFFER.search(segment) is None:
         return []
     held = {m.group(1): m.group(0) for m in _HELD.finditer(segment) if f"{m.group(2)}(".encode() in rotaries}
     return [part for attr, assignment in held.items() if f"self.{attr}(" in segment
             for part in (assignment, f"self.{attr}(")]
 
 
+# ``register_buffer("position_ids", torch.arange(n).float().unsqueeze(0))``: positions a module cast rounds.
+_FLOAT_POSITIONS_BUFFER = re.compile(r"register_buffer\(\s*[\"'](?:\w*position\w*|pos\w*)[\"']\s*,\s*[^\n]*\barange\("
+                                     r"[^\n]*\.(?:float|half|bfloat16|to)\(")
 _COUNTED_IDS = re.compile(r"\b(?:position_ids|cache_position)\s*=\s*[^\n]*\b(?:cumsum|arange)\("
                           r"|[\"'](?:position_ids|cache_position)[\"']\s*:")
 # A mask or range put in a floating dtype the model chooses: ``attention_mask.to(self.dtype)``.
@@ -828,6 +844,10 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
                     holder.append("def __init__(")  # a module on the way to the rotary
             if holder:
                 interesting, calls = True, [*kept_functions, *holder]
+        if not interesting:
+            cast = _TABLE_TO_IDS.search(text, block.begin, block.end)
+            if cast is not None:
+                interesting, calls = True, [*calls, cast.group(0).decode("utf-8", "surrogatepass")]
         if not interesting:
             all_kept = False
             continue

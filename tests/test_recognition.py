@@ -5309,3 +5309,128 @@ def test_a_float32_buffer_of_positions_is_kept_through_module_casts():
     cos, _ = rope(torch.zeros(1, 1, 64), start_index=8191)
     expected = torch.cos(8191 * 1e4 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
     assert torch.allclose(cos[0].double(), expected, atol=2 * 8192 * 2 ** -24 + 2 ** -23)
+
+
+_HOLDING_MODEL = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def angles(self, positions):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                return positions.to(torch.float32)[..., None] * inv_freq
+
+            def forward(self, x, position_ids):
+                freqs = self.angles(position_ids)
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+
+
+        class Layer(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.proj = nn.Linear(dim, dim)
+
+            def forward(self, hidden_states, position_ids, position_embeddings):
+                cos, sin = position_embeddings
+                return self.proj(hidden_states) * cos + hidden_states * sin
+
+
+        class Model(nn.Module):
+            def __init__(self, vocab, dim):
+                super().__init__()
+                self.embed_tokens = nn.Embedding(vocab, dim)
+                self.layer = Layer(dim)
+                self.rotary_emb = Rotary(dim)
+
+            def forward(self, input_ids, position_ids=None, inputs_embeds=None):
+                if inputs_embeds is None:
+                    inputs_embeds = self.embed_tokens(input_ids)
+                if position_ids is None:
+                    position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None]
+                position_embeddings = self.rotary_emb(inputs_embeds, position_ids)
+                return self.layer(inputs_embeds, position_ids, position_embeddings)
+'''
+
+
+def test_model_glue_around_a_correct_rotary_is_checked():
+    """The rotary is right; the model around it is not: a decoder layer casting the tables to the ids' dtype
+    (``cos.type_as(position_ids)``), a model handing ``ref = input_ids if ... else inputs_embeds`` as the rotary's
+    dtype carrier, ``cache_position = torch.arange(a, b).to(inputs_embeds)`` (a device move that takes the
+    embeddings' dtype), and a float buffer of positions the model slices."""
+    assert _found(_HOLDING_MODEL) == {}
+    layer_cast = _HOLDING_MODEL.replace(
+        "                cos, sin = position_embeddings\n",
+        "                cos, sin = position_embeddings\n"
+        "                cos, sin = cos.type_as(position_ids), sin.type_as(position_ids)\n")
+    assert _found(layer_cast) == {(26, "RPL001"): "safe"}
+    assert "cos.type_as(hidden_states), sin.type_as(hidden_states)" in _fixed(layer_cast)
+    carrier = _HOLDING_MODEL.replace(
+        "                position_embeddings = self.rotary_emb(inputs_embeds, position_ids)\n",
+        "                ref = input_ids if input_ids is not None else inputs_embeds\n"
+        "                position_embeddings = self.rotary_emb(ref, position_ids)\n")
+    assert _found(carrier) == {(42, "RPL001"): "safe"}
+    assert "self.rotary_emb(self.embed_tokens.weight, position_ids)" in _fixed(carrier)
+    moved = _HOLDING_MODEL.replace(
+        "                    position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None]\n",
+        "                    cache_position = torch.arange(inputs_embeds.shape[1]).to(inputs_embeds)\n"
+        "                    position_ids = cache_position[None]\n")
+    assert _found(moved) == {(40, "RPL005"): "safe"}
+    assert "cache_position = torch.arange(inputs_embeds.shape[1]).to(inputs_embeds.device)" in _fixed(moved)
+    buffered = _HOLDING_MODEL.replace(
+        "                self.rotary_emb = Rotary(dim)\n",
+        "                self.rotary_emb = Rotary(dim)\n"
+        "                self.register_buffer(\"position_ids\", torch.arange(4096).float()[None], persistent=False)\n"
+    ).replace("torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None]",
+              "self.position_ids[:, : inputs_embeds.shape[1]]")
+    assert _found(buffered) == {(41, "RPL005"): "safe"}
+    assert '("position_ids",)' in _fixed(buffered)
+    for source in (layer_cast, carrier, moved, buffered):
+        assert _found(_fixed(source)) == {}
+
+
+def test_a_phase_handed_in_as_angles_or_cached_in_16_bits_is_cast_after_cos_and_sin():
+    """``def apply_rotary(x, angles): angles = angles.to(x.dtype); ... angles.cos()`` rounds the phase a caller
+    formed (RPL007, the cast moves to the tables); and a model caching ``self.rotary_emb.angles(positions)
+    .to(hidden_states.dtype)`` in a plain attribute, handed to a rotary that casts its own tables, keeps the
+    cache float32 instead."""
+    source = '''\
+        import torch
+
+
+        def apply_rotary(x, angles):
+            angles = angles.to(x.dtype)
+            cos = torch.repeat_interleave(angles.cos(), 2, dim=-1)
+            sin = torch.repeat_interleave(angles.sin(), 2, dim=-1)
+            return x * cos + x.flip(-1) * sin
+        '''
+    assert _found(source) == {(5, "RPL007"): "safe"}
+    assert _found(source.replace("angles", "emb")) == {}  # a name that says nothing is not taken for a phase
+    fixed = _fixed(source)
+    assert "angles.cos().to(x.dtype)" in fixed and _found(fixed) == {}
+    cached = _HOLDING_MODEL.replace(
+        "                self.rotary_emb = Rotary(dim)\n",
+        "                self.rotary_emb = Rotary(dim)\n"
+        "                self._angle_cache = None\n").replace(
+        "            def forward(self, x, position_ids):\n"
+        "                freqs = self.angles(position_ids)\n",
+        "            def forward(self, x, freqs):\n").replace(
+        "                position_embeddings = self.rotary_emb(inputs_embeds, position_ids)\n",
+        "                angles = self._rope_angles(inputs_embeds)[position_ids]\n"
+        "                position_embeddings = self.rotary_emb(inputs_embeds, angles)\n") + '''
+
+            def _rope_angles(self, hidden_states, length=4096):
+                cache = self._angle_cache
+                if cache is None or cache.device != hidden_states.device:
+                    positions = torch.arange(length, device=hidden_states.device)
+                    self._angle_cache = self.rotary_emb.angles(positions).to(hidden_states.dtype)
+                return self._angle_cache
+'''
+    assert _found(cached) == {(50, "RPL007"): "safe"}
+    fixed = _fixed(cached)
+    assert "self._angle_cache = self.rotary_emb.angles(positions)\n" in fixed
+    assert _found(fixed) == {}

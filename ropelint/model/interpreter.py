@@ -62,6 +62,10 @@ POSITION_PARAMS = re.compile(
     r"|(\w+_)?grid|(\w+_)?coords?|(?!num_|max_|n_|total_)[a-z]+_positions)$"
 )
 # Buffer and parameter names such as ``freq_basis``, ``freqs_base_t``: frequencies (not ``freqs_cis``).
+# Optional activations a model's ``forward`` takes in place of ids (float, in the model's dtype when given).
+EMBEDS_PARAMS = re.compile(r"^(?:inputs?_embeds|embeds|embeddings)$")
+# Parameters that name a phase by what it is (``apply_rotary(x, angles)``): a phase when the function takes cos/sin of them.
+ANGLE_PARAMS = re.compile(r"^(?:angles?|phases?|rotary_angles|rope_angles)$")
 FREQ_NAMES = re.compile(r"^(?:_?freqs?_(?!cis|cos$|sin$)[a-z0-9]+|omegas?)$")  # ``omega``: angular frequencies
 # llama2.c's ``freqs_cos``/``freqs_sin``, ``cos_cached``, ``sin_table``: cos/sin tables by name.
 TABLE_NAMES = re.compile(r"^_?(?:\w+_)?(?:cos|sin)(?:_(?:cached|cache|table|tables|emb))?$")
@@ -968,6 +972,10 @@ class Interpreter:
                 env[p] = env[p].evolve(dtype=Dt.INT)  # ``timestamps: torch.LongTensor``: int64 by contract
         if any(v.has(Role.INV_FREQ) for v in env.values()):
             env.update({p: self._param_val(p, takes_trig=True) for p in _trig_operands(fn) if p in env})
+        if any(ANGLE_PARAMS.match(p) for p in params):
+            # ``def apply_rotary(x, angles): ... angles.cos()``: the phase a caller formed, whatever it casts it to.
+            env.update({p: Val(frozenset({Role.PHASE}), param=p) for p in _trig_operands(fn)
+                        if p in env and ANGLE_PARAMS.match(p) and not env[p].roles})
         frame = Frame(env, {}, scope, cls, guards)
         if fn.args.vararg is not None:  # ``def ndgrid(*tensors)``: what the caller unpacks into it
             frame.env[fn.args.vararg.arg] = Val(frozenset(), param=fn.args.vararg.arg)
@@ -2903,6 +2911,10 @@ class Interpreter:
                                                           and not vals[0].has(Role.SCALAR))):
                 # ``.to(other_tensor)`` takes that tensor's dtype.
                 target, target_node = dtype_val(vals[0].dtype, read=vals[0].read), pos[0]
+            elif method == "to" and target is None and vals and not vals[0].roles and vals[0].dtype is Dt.UNKNOWN \
+                    and EMBEDS_PARAMS.match(vals[0].param or "") and receiver.roles & {Role.POSITIONS, Role.ARANGE}:
+                # ``torch.arange(a, b).to(inputs_embeds)``: a device move that takes the embeddings' dtype too.
+                target, target_node = dtype_val(Dt.RUNTIME), pos[0]
             elif method == "to" and target is None and vals and isinstance(pos[0], ast.Attribute) \
                     and any(read.follows_module_casts for read in vals[0].reads) and not vals[0].has(Role.DEVICE):
                 # ``torch.arange(n).to(self.decay)``: the dtype of any float state, which a module cast sets.

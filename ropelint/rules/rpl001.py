@@ -44,6 +44,8 @@ class IntegerTableCast(Rule):
                 target = fallback.value.id  # type: ignore[attr-defined]
             elif source is not None and cast.target.has(Role.DTYPE) and source not in target:
                 target = source  # ``dtype, device = ids.dtype, ids.device`` ... ``cos.to(dtype)``
+            elif source is not None and target == f"{source}.dtype":
+                target = source  # ``cos.to(position_ids.dtype)``: the dtype of ``position_ids``
             if fallback is None:
                 what = f"{what} cast to"
             message = f"{what} the dtype of `{target}`, an integer tensor"

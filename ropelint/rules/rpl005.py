@@ -104,9 +104,19 @@ def _int64_ids_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
     caches and build masks elsewhere, made in the activations' dtype. Such ids are int64 everywhere else (the
     range's default), which the rotary widens and caches and masks take as they are; float32 would not index."""
     stmt = ctx.model.statement_of.get(id(site))
-    if not (isinstance(site, ast.Call) and (dotted(site.func) or [""])[-1] == "arange"
-            and isinstance(stmt, ast.Assign) and stmt.value is site and len(stmt.targets) == 1
+    if not (isinstance(stmt, ast.Assign) and stmt.value is site and len(stmt.targets) == 1
             and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id in _IDS_NAMES):
+        return None
+    moved = site.func.value if isinstance(site, ast.Call) and isinstance(site.func, ast.Attribute) \
+        and site.func.attr == "to" and len(site.args) == 1 and not site.keywords \
+        and isinstance(site.args[0], ast.Name) else None
+    if isinstance(moved, ast.Call) and (dotted(moved.func) or [""])[-1] == "arange" \
+            and not any(k.arg == "dtype" for k in moved.keywords):
+        # ``torch.arange(past, past + n).to(inputs_embeds)``: meant as a device move; the ids stay int64.
+        return FixPlan("safe", f"move the ids to `{site.args[0].id}.device` only (int64, what position ids are "
+                               f"everywhere else; the rotary widens them)",
+                       (Replace(site.args[0], f"{site.args[0].id}.device"),))
+    if not (isinstance(site, ast.Call) and (dotted(site.func) or [""])[-1] == "arange"):
         return None
     chosen = next((k for k in site.keywords if k.arg == "dtype"), None)
     if chosen is None or not (isinstance(chosen.value, ast.Attribute) and chosen.value.attr == "dtype"):

@@ -1,11 +1,19 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 
 from ..diagnostics import DeleteLines, FixPlan, InsertBeforeStatement, NodeEdit, Replace
 from ..model.events import Cast, Trig, TrigInHelper
-from ..model.interpreter import ACTIVATION_PARAMS, call_params, is_cast_call, is_trig_call, same_file_callable
+from ..model.interpreter import (
+    ACTIVATION_PARAMS,
+    call_params,
+    held_class,
+    is_cast_call,
+    is_trig_call,
+    same_file_callable,
+)
 from ..model.names import dotted
 from ..model.values import Dt, Role
 from .base import (
@@ -75,7 +83,7 @@ class TrigAfterDowncast(Rule):
         if split is None:
             return None
         if any(t.scope.symbol != cast.scope.symbol for t in trigs):
-            return _returned_fix(ctx, cast, trigs)
+            return _returned_fix(ctx, cast, trigs) or _stored_fix(ctx, cast, [t.scope.node for t in trigs], split[0])
         owner = ctx.model.statement_of.get(id(cast.node))
         if owner is not None and alone_in_block(cast.scope.node, owner):
             # ``if x.dtype == torch.float16: angles = angles.half()`` (``elif ...: .bfloat16()``): a cast chosen per
@@ -120,7 +128,10 @@ class TrigAfterDowncast(Rule):
         """Drop the cast and cast what each helper call returns: ``apply_rotary(q, freqs).to(q.dtype)``."""
         split = self._split(ctx, cast)
         helper = _helper(ctx, cast, calls[0].callee)
-        if split is None or helper is None or any(c.scope.symbol != cast.scope.symbol for c in calls):
+        if split is not None and any(c.scope.symbol != cast.scope.symbol for c in calls):
+            # Cached by one method, handed to the rotary by another: the cache can stay float32.
+            return _stored_fix(ctx, cast, [_callee(ctx, c) for c in calls], split[0])
+        if split is None or helper is None:
             return None
         if _casts_its_tables(helper):
             # ``self._set_tables(freqs, ..., dtype)`` casts every table it makes: the phase can stay float32.
@@ -203,6 +214,80 @@ def _returned_fix(ctx: RuleContext, cast: Cast, trigs: list[Trig]) -> FixPlan | 
             edits.append(Replace(t.node, f"{ctx.code(t.node)}{tail}"))
     return FixPlan("safe", f"return the float32 phase from `{helper.name}` and cast the tables its caller takes "
                            f"instead", tuple(edits))
+
+
+def _callee(ctx: RuleContext, call: TrigInHelper) -> ast.AST | None:
+    """The function a helper call runs: a same-file function or method, or the entry method of the module
+    ``self.<attr>`` holds (``self.rotary_emb(x, angles)`` runs its ``forward``)."""
+    info = ctx.model.classes.get(call.scope.symbol.split(".")[0])
+    func = call.call.func
+    if info is not None and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+            and func.value.id == "self":
+        held = held_class(ctx.model.classes, info, func.attr)
+        if held is not None:
+            return held.methods.get("forward") or held.methods.get("__call__")
+    return same_file_callable(ctx.model, None, call.callee) or same_file_callable(ctx.model, info, call.callee,
+                                                                                  method=True)
+
+
+def _stored_fix(ctx: RuleContext, cast: Cast, table_fns: list[ast.AST | None], receiver_code: str) -> FixPlan | None:
+    """``self._angle_cache = self.rotary_emb.angles(positions).to(hidden_states.dtype)``, a plain attribute that a
+    private method of the class only returns (or reads for its shape and device), and whose cos/sin are taken
+    elsewhere and cast to a dtype of their own: the cache stays float32, and the tables come out as before."""
+    stmt = ctx.model.statement_of.get(id(cast.node))
+    fn = cast.scope.node
+    if not (isinstance(stmt, ast.Assign) and stmt.value is cast.node and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Attribute) and isinstance(stmt.targets[0].value, ast.Name)
+            and stmt.targets[0].value.id == "self" and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and fn.name.startswith("_")):
+        return None
+    attr = stmt.targets[0].attr
+    cls = ctx.model.classes.get(cast.scope.symbol.split(".")[0])
+    if cls is None or any(attr in c.state and c.state[attr].ref.follows_module_casts  # a plain attribute only
+                          for c in ctx.model.classes.values()) \
+            or not all(_tables_cast(fn) for fn in table_fns):
+        return None
+    for method in cls.methods.values():
+        for node in ast.walk(method):
+            if isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name) \
+                    and node.value.id == "self" and isinstance(node.ctx, ast.Load) \
+                    and not _returned_or_inspected(ctx, method, node):
+                return None
+    if len(re.findall(rf"\.{attr}\b", ctx.source)) != sum(1 for m in cls.methods.values() for n in ast.walk(m)
+                                                         if isinstance(n, ast.Attribute) and n.attr == attr):
+        return None  # used somewhere else in the file (or in code the analysis pruned)
+    return FixPlan("safe", f"keep the cached phase `self.{attr}` float32 (the cos/sin taken of it are cast where "
+                           f"they are taken)", (Replace(cast.node, receiver_code),))
+
+
+def _returned_or_inspected(ctx: RuleContext, fn: ast.AST, node: ast.Attribute) -> bool:
+    """``return self.<attr>``, or ``cache = self.<attr>`` with ``cache`` read only for its shape, device or
+    ``is None``."""
+    owner = ctx.model.statement_of.get(id(node))
+    if isinstance(owner, ast.Return) and owner.value is node:
+        return True
+    if isinstance(owner, ast.Assign) and owner.value is node and len(owner.targets) == 1 \
+            and isinstance(owner.targets[0], ast.Name):
+        inspected = shape_only_reads(fn)
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Compare):
+                inspected.update(id(c) for c in ast.walk(n) if isinstance(c, ast.Name))
+        return all(id(load) in inspected for load in later_loads(fn, owner, owner.targets[0].id))
+    return False
+
+
+def _tables_cast(fn: ast.AST | None) -> bool:
+    """Every returned value taking a cos/sin is cast as its last step, also inside a returned tuple."""
+    found = False
+    for node in ast.walk(fn) if fn is not None else ():
+        if not isinstance(node, ast.Return) or node.value is None:
+            continue
+        for value in node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]:
+            if any(is_trig_call(n) for n in ast.walk(value)):
+                if not is_cast_call(value):
+                    return False
+                found = True
+    return found
 
 
 def _branch_cast_fix(ctx: RuleContext, cast: Cast, owner: ast.stmt, trigs: list[Trig]) -> FixPlan | None:
