@@ -5357,40 +5357,46 @@ _HOLDING_MODEL = '''\
 '''
 
 
-def test_model_glue_around_a_correct_rotary_is_checked():
-    """The rotary is right; the model around it is not: a decoder layer casting the tables to the ids' dtype
-    (``cos.type_as(position_ids)``), a model handing ``ref = input_ids if ... else inputs_embeds`` as the rotary's
-    dtype carrier, ``cache_position = torch.arange(a, b).to(inputs_embeds)`` (a device move that takes the
-    embeddings' dtype), and a float buffer of positions the model slices."""
+# (what the model does around the rotary: text replaced -> replacement), the finding, a piece of the fixed source.
+_GLUE_VARIANTS = {
+    "a decoder layer casts the tables to the ids' dtype": (
+        {"                cos, sin = position_embeddings\n":
+         "                cos, sin = position_embeddings\n"
+         "                cos, sin = cos.type_as(position_ids), sin.type_as(position_ids)\n"},
+        (26, "RPL001"), "cos.type_as(hidden_states), sin.type_as(hidden_states)"),
+    "the ids, under another name, are the rotary's dtype carrier": (
+        {"                position_embeddings = self.rotary_emb(inputs_embeds, position_ids)\n":
+         "                ref = input_ids if input_ids is not None else inputs_embeds\n"
+         "                position_embeddings = self.rotary_emb(ref, position_ids)\n"},
+        (42, "RPL001"), "self.rotary_emb(self.embed_tokens.weight, position_ids)"),
+    "a device move that takes the embeddings' dtype too": (
+        {"                    position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None]\n":
+         "                    cache_position = torch.arange(inputs_embeds.shape[1]).to(inputs_embeds)\n"
+         "                    position_ids = cache_position[None]\n"},
+        (40, "RPL005"), "cache_position = torch.arange(inputs_embeds.shape[1]).to(inputs_embeds.device)"),
+    "a float buffer of positions the model slices": (
+        {"                self.rotary_emb = Rotary(dim)\n":
+         "                self.rotary_emb = Rotary(dim)\n"
+         "                self.register_buffer(\"position_ids\", torch.arange(4096).float()[None], persistent=False)\n",
+         "torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None]":
+         "self.position_ids[:, : inputs_embeds.shape[1]]"},
+        (41, "RPL005"), '("position_ids",)'),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(_GLUE_VARIANTS))
+def test_model_glue_around_a_correct_rotary_is_checked(variant: str):
+    """The rotary is right; the model around it is not. Each variant is found with a safe fix, and the fixed
+    model is clean."""
+    replacements, finding, fixed_piece = _GLUE_VARIANTS[variant]
     assert _found(_HOLDING_MODEL) == {}
-    layer_cast = _HOLDING_MODEL.replace(
-        "                cos, sin = position_embeddings\n",
-        "                cos, sin = position_embeddings\n"
-        "                cos, sin = cos.type_as(position_ids), sin.type_as(position_ids)\n")
-    assert _found(layer_cast) == {(26, "RPL001"): "safe"}
-    assert "cos.type_as(hidden_states), sin.type_as(hidden_states)" in _fixed(layer_cast)
-    carrier = _HOLDING_MODEL.replace(
-        "                position_embeddings = self.rotary_emb(inputs_embeds, position_ids)\n",
-        "                ref = input_ids if input_ids is not None else inputs_embeds\n"
-        "                position_embeddings = self.rotary_emb(ref, position_ids)\n")
-    assert _found(carrier) == {(42, "RPL001"): "safe"}
-    assert "self.rotary_emb(self.embed_tokens.weight, position_ids)" in _fixed(carrier)
-    moved = _HOLDING_MODEL.replace(
-        "                    position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None]\n",
-        "                    cache_position = torch.arange(inputs_embeds.shape[1]).to(inputs_embeds)\n"
-        "                    position_ids = cache_position[None]\n")
-    assert _found(moved) == {(40, "RPL005"): "safe"}
-    assert "cache_position = torch.arange(inputs_embeds.shape[1]).to(inputs_embeds.device)" in _fixed(moved)
-    buffered = _HOLDING_MODEL.replace(
-        "                self.rotary_emb = Rotary(dim)\n",
-        "                self.rotary_emb = Rotary(dim)\n"
-        "                self.register_buffer(\"position_ids\", torch.arange(4096).float()[None], persistent=False)\n"
-    ).replace("torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None]",
-              "self.position_ids[:, : inputs_embeds.shape[1]]")
-    assert _found(buffered) == {(41, "RPL005"): "safe"}
-    assert '("position_ids",)' in _fixed(buffered)
-    for source in (layer_cast, carrier, moved, buffered):
-        assert _found(_fixed(source)) == {}
+    source = _HOLDING_MODEL
+    for old, new in replacements.items():
+        assert old in source
+        source = source.replace(old, new)
+    assert _found(source) == {finding: "safe"}
+    fixed = _fixed(source)
+    assert fixed_piece in fixed and _found(fixed) == {}
 
 
 def test_a_phase_handed_in_as_angles_or_cached_in_16_bits_is_cast_after_cos_and_sin():
