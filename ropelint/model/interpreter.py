@@ -61,11 +61,11 @@ POSITION_PARAMS = re.compile(
     r"^(position_ids|positions?|pos|pos_ids|position|cache_position|seq_pos|t|seq|timesteps?|offsets?"
     r"|(\w+_)?grid|(\w+_)?coords?|(?!num_|max_|n_|total_)[a-z]+_positions)$"
 )
-# Buffer and parameter names such as ``freq_basis``, ``freqs_base_t``: frequencies (not ``freqs_cis``).
 # Optional activations a model's ``forward`` takes in place of ids (float, in the model's dtype when given).
 EMBEDS_PARAMS = re.compile(r"^(?:inputs?_embeds|embeds|embeddings)$")
 # Parameters that name a phase by what it is (``apply_rotary(x, angles)``): a phase when the function takes cos/sin of them.
 ANGLE_PARAMS = re.compile(r"^(?:angles?|phases?|rotary_angles|rope_angles)$")
+# Buffer and parameter names such as ``freq_basis``, ``freqs_base_t``: frequencies (not ``freqs_cis``).
 FREQ_NAMES = re.compile(r"^(?:_?freqs?_(?!cis|cos$|sin$)[a-z0-9]+|omegas?)$")  # ``omega``: angular frequencies
 # llama2.c's ``freqs_cos``/``freqs_sin``, ``cos_cached``, ``sin_table``: cos/sin tables by name.
 TABLE_NAMES = re.compile(r"^_?(?:\w+_)?(?:cos|sin)(?:_(?:cached|cache|table|tables|emb))?$")
