@@ -320,9 +320,24 @@ _REGISTRY_HELD = re.compile(r"self\.(\w+)\s*=\s*([A-Z_][A-Z0-9_]*)\[[^\]\n]*\]\(
 _GLUE_CAST = re.compile(r"\.(?:to|type_as)\(\s*(?:dtype\s*=\s*)?(?:\w*_ids|pos|positions|idx)(?:\.dtype)?\s*\)"
                         r"|\b(?:position_ids|positions|pos_ids)\.(?:to|type_as|type|half|bfloat16)\(")
 # ``cos.type_as(position_ids)``, ``sin[position_ids].unsqueeze(1).to(position_ids.dtype)``: tables cast to the ids'
-# integer dtype, in whatever class or function holds the cast (a decoder layer, an attention's helper).
-_TABLE_TO_IDS = re.compile(rb"\b(?:cos|sin)\w*(?:\[[^\]\n]*\])?(?:\.\w+\([^()\n]*\))*\.(?:to|type_as|type)\(\s*"
-                           rb"(?:dtype\s*=\s*)?(?:\w*_ids|pos|positions|idx)(?:\.dtype)?\s*\)")
+# integer dtype, in whatever class or function holds the cast (a decoder layer, an attention's helper). Found from
+# the cast (a literal start the regex engine skips to), then the receiver on its line is checked.
+_CAST_TO_IDS = re.compile(rb"\.(?:to|type_as|type)\(\s*(?:dtype\s*=\s*)?(?:\w*_ids|pos|positions|idx)(?:\.dtype)?\s*\)")
+_TABLE_RECEIVER = re.compile(rb"\b(?:cos|sin)\w*(?:\[[^\]\n]*\])?(?:\.\w+\([^()\n]*\))*$")
+
+
+def _table_cast_to_ids(text: bytes, begin: int, end: int) -> str | None:
+    """The text of the first such cast between ``begin`` and ``end``, or None."""
+    for m in _CAST_TO_IDS.finditer(text, begin, end):
+        receiver = _TABLE_RECEIVER.search(text, text.rfind(b"\n", 0, m.start()) + 1, m.start())
+        if receiver is not None:
+            return text[receiver.start():m.end()].decode("utf-8", "surrogatepass")
+    return None
+
+
+# ``ref = input_ids if input_ids is not None else inputs_embeds``: ids under another name.
+_IDS_ASSIGNED = re.compile(r"(?<![=!<>])=[ \t]*(?:idx|tokens|\w*_ids)\b(?![ \t]*[.\[(=])")
+_NAME_BEFORE = re.compile(r"(?<![\w.])\w+[ \t]*$")
 _IDS_CALL = re.compile(r"self\.(\w+)\(\s*(?:idx|tokens|input_idx|token_idx|\w*_ids|positions)\s*(?:[,)]|if\b)")
 
 
@@ -339,7 +354,11 @@ def _token_ids_handed(text: bytes, block: _Block, takers: list[bytes], glue: tup
     held |= {m.group(1): m.group(0) for m in _REGISTRY_HELD.finditer(segment) if f"{m.group(2)}[".encode() in takers}
     found = []
     # ``ref = input_ids if input_ids is not None else inputs_embeds`` then ``self.rotary_emb(ref, position_ids)``.
-    aliases = set(re.findall(r"\b(\w+)\s*=\s*(?:idx|tokens|\w*_ids)\b(?!\s*[.\[(])", segment)) if held else set()
+    aliases = set()
+    for m in _IDS_ASSIGNED.finditer(segment) if held else ():  # from the ``=`` (a literal start), then the name
+        name = _NAME_BEFORE.search(segment, max(0, m.start() - 80), m.start())
+        if name is not None:
+            aliases.add(name.group(0).strip())
     for alias in aliases:
         for call in re.finditer(rf"self\.(\w+)\(\s*{alias}\s*[,)]", segment):
             if call.group(1) in held:
@@ -452,17 +471,27 @@ def _ids_counted(text: bytes, block: _Block, rotaries: list[bytes]) -> list[str]
     return [*found, "def __init__("] if found else []
 
 
-# ``rotary_emb = self.layers[0].self_attn.rotary_emb`` and, below it, ``rotary_emb(position_ids, ...)``: a rotary
-# reached through modules that hold it, handed ids as its activations.
-_ALIASED_CHAIN = re.compile(rb"\n[ \t]+(\w+)\s*=\s*self((?:\.\w+(?:\[[^\]\n]*\])?)+)\.(\w+)[ \t]*(?=\n)")
+# ``rotary_emb(position_ids, ...)``: a bare name called with ids; when that name was assigned a chain of held modules
+# (``rotary_emb = self.layers[0].self_attn.rotary_emb``), a rotary reached through them is handed ids as activations.
+_IDS_ARGUMENT = re.compile(rb"\(\s*(?:idx|tokens|\w*_ids|positions?)\s*[,)]")
+_IDENTIFIER_END = re.compile(rb"(?<![\w.])\w+$")
 
 
 def _chained_id_calls(text: bytes, takers: list[bytes]) -> tuple[list[str], set[str]]:
     """The texts of such aliases (the methods holding them show what the rotary gets) and the attribute names
     the chain goes through: the classes assigning those hold the way there, in their ``__init__``."""
+    names = set()
+    for m in _IDS_ARGUMENT.finditer(text) if takers else ():
+        callee = _IDENTIFIER_END.search(text, max(0, m.start() - 80), m.start())  # ``name(`` but not ``obj.name(``
+        if callee is not None:
+            names.add(callee.group(0))
+    if not names:
+        return [], set()
+    chain = re.compile(rb"\n[ \t]+(" + b"|".join(re.escape(n) for n in names)
+                       + rb")\s*=\s*self((?:\.\w+(?:\[[^\]\n]*\])?)+)\.(\w+)[ \t]*(?=\n)")
     found: list[str] = []
     attrs: set[str] = set()
-    for m in _ALIASED_CHAIN.finditer(text) if takers else ():
+    for m in chain.finditer(text):
         if re.search(rb"(?<![\w.])" + m.group(1) + rb"\(\s*(?:idx|tokens|\w*_ids|positions?)\s*[,)]",
                      text[m.end():m.end() + 2000]):
             found.append(m.group(0).strip().decode())
@@ -817,6 +846,7 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
                     and _forward_takes_dtype(b.text(text))]
     rotaries = [f"{b.name}(".encode() for b in blocks if b.name and b.interesting and b.head.startswith("class ")]
     aliases, chain = _chained_id_calls(text, takers)
+    table_casts = _table_cast_to_ids(text, 0, len(text)) is not None  # one pass; the blocks are found below
     kept: list[tuple[int, int, int]] = []  # (begin offset, end offset, first line)
     all_kept = True
     for block in blocks:
@@ -844,10 +874,10 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
                     holder.append("def __init__(")  # a module on the way to the rotary
             if holder:
                 interesting, calls = True, [*kept_functions, *holder]
-        if not interesting:
-            cast = _TABLE_TO_IDS.search(text, block.begin, block.end)
+        if not interesting and table_casts:
+            cast = _table_cast_to_ids(text, block.begin, block.end)
             if cast is not None:
-                interesting, calls = True, [*calls, cast.group(0).decode("utf-8", "surrogatepass")]
+                interesting, calls = True, [*calls, cast]
         if not interesting:
             all_kept = False
             continue

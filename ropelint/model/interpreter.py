@@ -778,13 +778,14 @@ class Interpreter:
         """``@register_rope("yarn") def yarn_rope(...)`` with ``register_rope`` storing what it wraps into the
         module-level ``ROPE_REGISTRY[name]``: that dict names the decorated functions, as a dict literal would."""
         stores: dict[str, str] = {}  # decorator function -> the dict it stores into
-        for name, fn in self.model.functions.items():
-            if name in self._dict_constants or "[" not in self.spans.text(fn):
+        empty = {name for name, values in self._dict_constants.items() if not values}  # ``ROPE_REGISTRY = {}``
+        for name, fn in self.model.functions.items() if empty else ():
+            if not any(f"{d}[" in self.spans.text(fn) for d in empty):
                 continue
             for node in ast.walk(fn):
                 if isinstance(node, ast.Assign) and len(node.targets) == 1 \
                         and isinstance(node.targets[0], ast.Subscript) and isinstance(node.targets[0].value, ast.Name) \
-                        and node.targets[0].value.id in self._dict_constants and isinstance(node.value, ast.Name):
+                        and node.targets[0].value.id in empty and isinstance(node.value, ast.Name):
                     stores[name] = node.targets[0].value.id
         for stmt in top if stores else ():
             for deco in getattr(stmt, "decorator_list", ()) if isinstance(stmt, FUNCTION_NODES) else ():
