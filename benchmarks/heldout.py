@@ -22,8 +22,11 @@ For each round the script
    off/cpu-bf16/cpu-fp16, at (64, 1e4) and (128, 5e5): 24 cases, plus 6 float32 controls,
    against float64 cos/sin with the per-position tolerance of ``ropelint probe``.
 
-One line per file goes to stdout (``ok``, ``MISS``, ``FLAG``, ``LEFT``, ``NUM``,
-``SECOND``, ``COMPILE``); ``--json OUT`` keeps everything. Each numeric run is a subprocess
+One line per file goes to stdout (``ok``, ``MISS``, ``FLAG``, ``LEFT``, ``NUM``, ``MIXED``,
+``SECOND``, ``COMPILE``); ``--json OUT`` keeps everything. ``MIXED``: the fixed file passes every case
+but those of a float16 model under bfloat16 autocast (or the reverse), where it either raised in
+``torch.cat`` of the two 16-bit dtypes (the line is named: usually the activations' ``rotate_half``,
+which raises for the original too) or came out promoted to float32 within one bfloat16 rounding. Each numeric run is a subprocess
 with a time limit, so a harness that hangs or crashes costs one line, not the round.
 """
 
