@@ -76,8 +76,9 @@ class LowPrecisionInvFreq(Rule):
                 edits = (Replace(cast.node, append_keyword(ctx, cast.node, f"dtype={torch}.float32")), *imports)
                 ctx.report(self.code, cast.node,
                            f"inverse frequencies made a tensor in the dtype of `{owner}` "
-                           f"(`{cast.node.func.attr}` without `dtype=` takes it), the activations' bfloat16 or float16: bfloat16 keeps 8 significant "
-                           f"bits, and the phase error grows with the position", cast.scope,
+                           f"(`{cast.node.func.attr}` without `dtype=` takes it), the activations' bfloat16 or "
+                           f"float16: bfloat16 keeps 8 significant bits, and the phase error grows with the position",
+                           cast.scope,
                            plan_fix(ctx, cast.node, cast.target_expr, cast.scope, "inverse frequencies",
                                     f"make the tensor `{torch}.float32` (still on `{owner}`'s device)", edits,
                                     cast_to=f"{owner}.dtype"))

@@ -245,7 +245,7 @@ def _stored_fix(ctx: RuleContext, cast: Cast, table_fns: list[ast.AST | None], r
     cls = ctx.model.classes.get(cast.scope.symbol.split(".")[0])
     if cls is None or any(attr in c.state and c.state[attr].ref.follows_module_casts  # a plain attribute only
                           for c in ctx.model.classes.values()) \
-            or not all(_tables_cast(fn) for fn in table_fns):
+            or not all(_tables_cast(table_fn) for table_fn in table_fns):
         return None
     for method in cls.methods.values():
         for node in ast.walk(method):
@@ -265,7 +265,7 @@ def _returned_or_inspected(ctx: RuleContext, fn: ast.AST, node: ast.Attribute) -
     ``is None``."""
     owner = ctx.model.statement_of.get(id(node))
     if isinstance(owner, ast.Return) and owner.value is node:
-        return True
+        return getattr(fn, "name", "").startswith("_")  # handed back by a private method of the class
     if isinstance(owner, ast.Assign) and owner.value is node and len(owner.targets) == 1 \
             and isinstance(owner.targets[0], ast.Name):
         inspected = shape_only_reads(fn)
