@@ -5440,3 +5440,77 @@ def test_a_phase_handed_in_as_angles_or_cached_in_16_bits_is_cast_after_cos_and_
     fixed = _fixed(cached)
     assert "self._angle_cache = self.rotary_emb.angles(positions)\n" in fixed
     assert _found(fixed) == {}
+
+
+def test_a_dtype_argument_that_only_reaches_tables_returned_in_float32_is_safe_to_drop():
+    """diffusers' ``get_1d_rotary_pos_embed(..., freqs_dtype)`` shape: positions and frequencies built in the
+    caller's ``freqs_dtype`` but every table returned ``.float()``, or the frequencies widened by the statement that
+    rebinds them (``freqs = torch.outer(pos.float(), freqs.float())``): float32 inside changes no dtype outside."""
+    source = '''\
+        import torch
+
+
+        def get_1d_rotary_pos_embed(dim, pos, theta=10000.0, freqs_dtype=torch.float32):
+            pos = pos.to(freqs_dtype)
+            freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=freqs_dtype, device=pos.device) / dim))
+            freqs = torch.outer(pos, freqs)
+            return freqs.cos().repeat_interleave(2, dim=1).float(), freqs.sin().repeat_interleave(2, dim=1).float()
+        '''
+    assert _found(source) == {(5, "RPL005"): "safe", (6, "RPL006"): "safe"}
+    fixed = _fixed(source)
+    assert "pos = pos.float()" in fixed and "dtype=torch.float32, device=pos.device" in fixed
+    assert _found(fixed) == {}
+    # Tables returned in the caller's dtype: the fix casts what is returned to it (and only then is safe).
+    following = source.replace(".repeat_interleave(2, dim=1).float()", ".repeat_interleave(2, dim=1)")
+    assert _found(following) == {(5, "RPL005"): "safe", (6, "RPL006"): "safe"}
+    assert "freqs.cos().repeat_interleave(2, dim=1).to(freqs_dtype)" in _fixed(following)
+    assert ".to(freqs_dtype)" not in fixed.split("return")[-1]
+    rebound = '''\
+        import torch
+
+
+        def axis_tables(dim, pos, theta=10000.0, freqs_dtype=torch.float32):
+            freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=freqs_dtype, device=pos.device) / dim))
+            freqs = torch.outer(pos.float(), freqs.float())
+            return freqs.cos().repeat_interleave(2, dim=1), freqs.sin().repeat_interleave(2, dim=1)
+        '''
+    assert _found(rebound) == {(5, "RPL006"): "safe"}
+
+
+def test_a_float_positions_buffer_widened_at_use_still_holds_rounded_positions():
+    """``register_buffer("positions", torch.arange(n, dtype=torch.float32))`` sliced and widened (``t.float()``)
+    before a product with rates kept as Python floats (``np.power(...).tolist()``): ``model.half()`` rounded the
+    buffer and ``.float()`` restores nothing (RPL005 at the read, kept float32 by the fix). An int64 buffer of
+    positions stays integer through module casts and is not reported."""
+    source = '''\
+        import numpy as np
+        import torch
+        from torch import nn
+
+
+        def rope_frequencies(dim, base=10000.0):
+            return (1.0 / np.power(base, np.arange(0, dim, 2, dtype=np.float64) / dim)).tolist()
+
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, dim, base=10000.0, max_len=8192):
+                super().__init__()
+                self.inv_freq_values = rope_frequencies(dim, base)
+                self.register_buffer("positions", torch.arange(max_len, dtype=torch.float32), persistent=False)
+
+            def forward(self, seq_len, offset=0):
+                t = self.positions[offset: offset + seq_len]
+                inv_freq = torch.tensor(self.inv_freq_values, dtype=torch.float32, device=t.device)
+                freqs = t.float()[:, None] * inv_freq[None, :]
+                return freqs.cos(), freqs.sin()
+        '''
+    assert _found(source) == {(17, "RPL005"): "safe"}
+    fixed = _fixed(source)
+    assert '("positions",)' in fixed and _found(fixed) == {}
+    assert _found(source.replace("dtype=torch.float32), persistent", "dtype=torch.long), persistent")) == {}
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(fixed, "rotary.py", "exec"), namespace)
+    cos, _ = namespace["RotaryEmbedding"](64).half().float()(1, offset=8191)
+    expected = torch.cos(8191 * 1e4 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+    assert torch.allclose(cos[0].double(), expected, atol=2 * 8192 * 2 ** -24 + 2 ** -23)

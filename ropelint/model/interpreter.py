@@ -2689,7 +2689,7 @@ class Interpreter:
             if numpy and out.roles:
                 out = out.evolve(dtype=Dt.FULL)
             return out.evolve(last_is_one=False, second_last_is_one=False, vector=False)
-        if tail in ("pow", "float_power") and len(vals) >= 2:
+        if tail in ("pow", "float_power", "power") and len(vals) >= 2:
             return self._power(node, vals[0], vals[1], frame)
         if tail == "exp" and vals:
             return self._exp(node, vals[0], frame, pos[0])
@@ -3001,6 +3001,10 @@ class Interpreter:
             return Val(frozenset({Role.SCALAR}), literal=0)
         if method == "item" and receiver.dtype in (Dt.FULL, Dt.LOW, Dt.RUNTIME):
             return Val(frozenset({Role.SCALAR}), literal=0.0)  # a Python float: added to an int arange, a float
+        if method == "tolist" and receiver.roles == {Role.INV_FREQ}:
+            # ``(1.0 / np.power(base, np.arange(0, d, 2) / d)).tolist()``: the rates as Python floats, whatever tensor
+            # they become decides their dtype.
+            return receiver.evolve(dtype=Dt.UNKNOWN, site=None, earlier_sites=(), read=None, alt_reads=())
         if method in ("item", "tolist"):
             return Val(frozenset({Role.SCALAR}))
         if receiver is UNKNOWN and self._named(method).has(Role.INV_FREQ):

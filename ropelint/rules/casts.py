@@ -275,6 +275,8 @@ def dtype_change(ctx: RuleContext, products: list, scope: Scope, caller: str | N
                if (c.receiver.has(Role.TABLE) or c.receiver.has(Role.COMPLEX)) and c.target.dtype is not Dt.FULL}
     if reaching and not leaving and all(t.scope.symbol in cast_in for t in reaching):
         return ""
+    if reaching and not leaving and all(_tables_returned_float32(ctx, t.scope.symbol) for t in reaching):
+        return ""  # ``freqs.cos().repeat_interleave(2, dim=1).float()``: float32 tables whatever the inputs' dtype
     if caller is not None:
         return f"the tables no longer follow `{caller}`, the caller's choice of dtype"
     rotating = _rotates_activations(ctx, {t.scope.symbol for t in reaching} | {scope.symbol})
@@ -282,6 +284,35 @@ def dtype_change(ctx: RuleContext, products: list, scope: Scope, caller: str | N
         return (f"`{rotating}` is multiplied by the tables in this function and would come out float32, "
                 f"meeting 16-bit tensors in the attention")
     return ""
+
+
+def _tables_returned_float32(ctx: RuleContext, symbol: str) -> bool:
+    """Every value the function returns, or assigns and then returns, that takes a cos/sin ends in ``.float()``:
+    its tables are float32 whatever dtype its phase had."""
+    fn = _function(ctx, symbol)
+    if fn is None:
+        return False
+    returned = {id(v) for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None
+                for v in (r.value.elts if isinstance(r.value, ast.Tuple) else [r.value])}
+    names = {n.id for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None
+             for n in ast.walk(r.value) if isinstance(n, ast.Name)}
+    found = False
+    for node in ast.walk(fn):
+        values = []
+        if isinstance(node, ast.Return) and node.value is not None:
+            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id in names:
+            values = [node.value]
+        for value in values:
+            if not any(is_trig_call(n) for n in ast.walk(value)):
+                continue
+            widened = isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+                and value.func.attr in ("float", "double") and not value.args
+            if not widened and not (id(value) in returned and isinstance(value, ast.Name)):
+                return False
+            found = found or widened
+    return found
 
 
 def _rotates_activations(ctx: RuleContext, symbols: set[str]) -> str | None:
@@ -333,7 +364,7 @@ def _widened_downstream(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
         if len(seen) > 8:
             return False  # a long chain: not worth proving
         seen.add((id(stmt), name))
-        loads = later_loads(fn, stmt, name)
+        loads = _until_rebound(fn, stmt, name, later_loads(fn, stmt, name))
         if not loads:
             return False  # kept as it is (returned, stored): not widened
         for load in loads:
@@ -347,6 +378,18 @@ def _widened_downstream(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
                 continue
             return False
     return ends > 0
+
+
+def _until_rebound(fn: ast.AST, stmt: ast.stmt, name: str, loads: list[ast.Name]) -> list[ast.Name]:
+    """The loads of ``name`` up to (and inside) the first later statement that assigns it again at the function's
+    top level (``freqs = torch.outer(pos.float(), freqs.float())``): reads after it read the new value."""
+    body = getattr(fn, "body", [])
+    rebound = next((s for s in body if isinstance(s, ast.Assign) and s.lineno > stmt.end_lineno  # type: ignore[operator]
+                    and any(isinstance(t, ast.Name) and t.id == name for t in s.targets)), None)
+    if rebound is None:
+        return loads
+    end = (rebound.end_lineno, rebound.end_col_offset)
+    return [n for n in loads if (n.lineno, n.col_offset) <= end]
 
 
 def _kept_in_self_read_widened(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:

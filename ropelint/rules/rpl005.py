@@ -5,6 +5,7 @@ import ast
 from ..diagnostics import FixPlan, Replace
 from ..model.interpreter import HANDED_ON_IDS
 from ..model.names import dotted
+from ..model.values import Dt, Role
 from .base import Rule, RuleContext, append_keyword, later_loads
 from .callsite import caller_dtype_fix, calls_of, enclosing_function
 from .casts import float32_fix
@@ -37,6 +38,20 @@ class LowPrecisionPositions(Rule):
                     fix = caller_dtype_fix(ctx, site) or _int64_ids_fix(ctx, site) or fix
                 ctx.report(self.code, site, message, scope, fix)
         reported = {id(site) for pos, _, _, _ in uses if pos.dtype.can_be_16bit for site in pos.sites}
+        for pos, used_at, scope, what in uses:
+            # ``t = self.positions[a:b]`` then ``t.float()``: a float32 buffer of positions a module cast rounded
+            # before the widening (which restores the dtype, not the digits).
+            for read in pos.reads if not pos.dtype.can_be_16bit else ():
+                registered = next((r.value for r in ctx.model.registrations if r.ref is read.ref), None)
+                if not read.follows_module_casts or id(read.node) in reported or not pos.has(Role.POSITIONS) \
+                        or registered is None or registered.dtype not in (Dt.FULL, Dt.RUNTIME):
+                    continue  # (an integer buffer stays integer through module casts)
+                reported.add(id(read.node))
+                ctx.report(self.code, read.node,
+                           f"positions read from the {read.ref.describe()} `self.{read.ref.name}`, which "
+                           f"`module.bfloat16()`/`.half()` round, reach {what} at line {ctx.line_of(used_at)}; "
+                           f"`.float()` at use restores nothing: bfloat16 cannot tell 256 from 257", scope,
+                           keep_fix(ctx, read.ref, "positions")[0])
         for counted in ctx.model.counted_ids:
             site = counted.arg.site
             if site is None or id(site) in reported:
