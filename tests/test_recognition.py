@@ -5514,3 +5514,21 @@ def test_a_float_positions_buffer_widened_at_use_still_holds_rounded_positions()
     cos, _ = namespace["RotaryEmbedding"](64).half().float()(1, offset=8191)
     expected = torch.cos(8191 * 1e4 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
     assert torch.allclose(cos[0].double(), expected, atol=2 * 8192 * 2 ** -24 + 2 ** -23)
+
+
+def test_a_complex_table_in_the_phase_dtype_keeps_the_dtype_argument_meaningful():
+    """diffusers' ``get_1d_rotary_pos_embed`` also returns ``torch.polar(torch.ones_like(freqs), freqs)`` on one
+    branch: complex in the dtype its ``freqs_dtype`` chose (complex128 for float64), so the in-function float32
+    fix changes what that branch returns and stays unsafe."""
+    source = '''\
+        import torch
+
+
+        def get_1d_rotary_pos_embed(dim, pos, theta=10000.0, use_real=True, freqs_dtype=torch.float32):
+            freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=freqs_dtype, device=pos.device) / dim))
+            freqs = torch.outer(pos, freqs)
+            if use_real:
+                return freqs.cos().repeat_interleave(2, dim=1).float(), freqs.sin().repeat_interleave(2, dim=1).float()
+            return torch.polar(torch.ones_like(freqs), freqs)
+        '''
+    assert _found(source) == {(5, "RPL006"): "unsafe"}

@@ -305,6 +305,8 @@ def _tables_returned_float32(ctx: RuleContext, symbol: str) -> bool:
                 and node.targets[0].id in names:
             values = [node.value]
         for value in values:
+            if any(isinstance(n, ast.Call) and (dotted(n.func) or [""])[-1] == "polar" for n in ast.walk(value)):
+                return False  # ``torch.polar(torch.ones_like(freqs), freqs)``: complex in the phase's own dtype
             if not any(is_trig_call(n) for n in ast.walk(value)):
                 continue
             widened = isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
