@@ -5532,3 +5532,32 @@ def test_a_complex_table_in_the_phase_dtype_keeps_the_dtype_argument_meaningful(
             return torch.polar(torch.ones_like(freqs), freqs)
         '''
     assert _found(source) == {(5, "RPL006"): "unsafe"}
+
+
+def test_a_phase_cast_before_an_m_rope_section_merge_moves_to_the_tables():
+    """Qwen2-VL style: ``freqs = freqs.to(x.dtype)``, then ``chunks = freqs.split(section, dim=-1)`` merged by
+    ``torch.cat([c[i % 3] for i, c in enumerate(chunks)], dim=-1)`` before cos/sin: the comprehension's names take
+    their columns, so the phase reaches the trig, and the split and merge only rearrange it (safe fix)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class MultimodalRotary(nn.Module):
+            def __init__(self, dim, base=10000.0, section=(8, 12, 12)):
+                super().__init__()
+                self.dim, self.base, self.mrope_section = dim, base, list(section)
+
+            def forward(self, x, position_ids):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, device=x.device).float() / self.dim))
+                freqs = position_ids[..., None].float() * inv_freq
+                freqs = freqs.to(x.dtype)
+                chunks = freqs.split(self.mrope_section, dim=-1)
+                freqs = torch.cat([c[i % 3] for i, c in enumerate(chunks)], dim=-1)
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos(), emb.sin()
+        '''
+    assert _found(source) == {(13, "RPL007"): "safe"}
+    fixed = _fixed(source)
+    assert "freqs = freqs.to(x.dtype)" not in fixed and "emb.cos().to(x.dtype)" in fixed
+    assert _found(fixed) == {}

@@ -1608,7 +1608,18 @@ class Interpreter:
             exponents = ramp is not None
             if ramp is None and it.roles == {Role.ARANGE} and it.scaled and it.dtype is Dt.UNKNOWN:
                 ramp = it  # ``for e in self._exponents``: a Python list of exponents (below)
-            self._bind(gen.target, ramp or it.evolve(roles=it.roles - {Role.ARANGE}), None, frame)
+            # (``enumerate`` only: through ``zip`` a comprehension would also give timm's Fourier features
+            # ``[x / f * r for x, f, r in zip(t, feat_shape, ref)]`` positions, an absolute embedding, not a rotary.)
+            columns = _zipped_columns(gen.iter, gen.target) if ramp is None and isinstance(gen.iter, ast.Call) \
+                and isinstance(gen.iter.func, ast.Name) and gen.iter.func.id == "enumerate" else None
+            if columns is not None:
+                # ``[c[i % 3] for i, c in enumerate(chunks)]`` (M-RoPE's section merge): each name takes its column.
+                for target, column in zip(gen.target.elts, columns):  # type: ignore[attr-defined]
+                    val = Val(frozenset({Role.SCALAR}), literal=0) if column is None else self._eval(column, frame)
+                    self._bind(target, val.evolve(roles=val.roles - {Role.ARANGE}) if column is not None else val,
+                               None, frame)
+            else:
+                self._bind(gen.target, ramp or it.evolve(roles=it.roles - {Role.ARANGE}), None, frame)
             for condition in gen.ifs:
                 self._eval(condition, frame)
         val = self._eval(node.elt, frame)

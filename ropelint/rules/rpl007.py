@@ -400,22 +400,29 @@ def _is_polar(call: ast.Call) -> bool:
 
 # Calls that only rearrange the phase (copies, joins, reshapes): its values reach the result unchanged.
 _REARRANGE = frozenset({"cat", "concat", "stack", "repeat", "repeat_interleave", "flatten", "reshape", "view",
-                        "unsqueeze", "expand", "transpose", "permute", "contiguous"})
+                        "unsqueeze", "expand", "transpose", "permute", "contiguous", "split", "chunk", "unbind"})
 
 
 def _rearranged_into(fn: ast.AST | None, allowed: set[int]) -> set[int]:
     """Reads in ``y = torch.cat((freqs, freqs), dim=-1)`` (or another rearrangement) whose target ``y`` is only
     read where ``allowed`` says: the cast phase reaches the trig through them and nowhere else."""
     found: set[int] = set()
-    for stmt in ast.walk(fn) if fn is not None else ():
-        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
-            continue
-        calls = [n for n in ast.walk(stmt.value) if isinstance(n, ast.Call)]
-        if not calls or any(not isinstance(c.func, ast.Attribute) or c.func.attr not in _REARRANGE for c in calls):
-            continue
-        loads = later_loads(fn, stmt, stmt.targets[0].id)
-        if loads and all(id(n) in allowed for n in loads):
-            found |= {id(n) for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+    changed = True
+    while changed:  # ``chunks = freqs.split(s)``, then ``freqs = torch.cat([c[i % 3] for i, c in enumerate(chunks)])``
+        changed = False
+        for stmt in ast.walk(fn) if fn is not None else ():
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+                continue
+            calls = [n for n in ast.walk(stmt.value) if isinstance(n, ast.Call)]
+            if not calls or any(not (isinstance(c.func, ast.Attribute) and c.func.attr in _REARRANGE)
+                                and not (isinstance(c.func, ast.Name) and c.func.id in ("enumerate", "zip"))
+                                for c in calls):
+                continue
+            loads = later_loads(fn, stmt, stmt.targets[0].id)
+            names = {id(n) for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+            if loads and all(id(n) in allowed | found for n in loads) and not names <= found:
+                found |= names
+                changed = True
     return found
 
 
