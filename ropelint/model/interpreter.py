@@ -1612,12 +1612,16 @@ class Interpreter:
             # ``[x / f * r for x, f, r in zip(t, feat_shape, ref)]`` positions, an absolute embedding, not a rotary.)
             columns = _zipped_columns(gen.iter, gen.target) if ramp is None and isinstance(gen.iter, ast.Call) \
                 and isinstance(gen.iter.func, ast.Name) and gen.iter.func.id == "enumerate" else None
-            if columns is not None:
-                # ``[c[i % 3] for i, c in enumerate(chunks)]`` (M-RoPE's section merge): each name takes its column.
-                for target, column in zip(gen.target.elts, columns):  # type: ignore[attr-defined]
-                    val = Val(frozenset({Role.SCALAR}), literal=0) if column is None else self._eval(column, frame)
-                    self._bind(target, val.evolve(roles=val.roles - {Role.ARANGE}) if column is not None else val,
-                               None, frame)
+            # The enumerated sequence is ``enumerate``'s argument, which ``it`` above evaluated already.
+            sequence = self._eval(columns[1], frame) if columns is not None and isinstance(columns[1], ast.Name) \
+                else None
+            if sequence is not None and sequence.param is None:
+                # ``[c[i % 3] for i, c in enumerate(chunks)]`` (M-RoPE's section merge): the counter is a number and
+                # the element is a piece of ``chunks``. (Not for a parameter's pieces, ``freq.split(...)`` in Qwen2-VL's
+                # ``recomposition_frequencies(freq)``: what that name says is not what callers pass.)
+                counter, element = gen.target.elts  # type: ignore[attr-defined]
+                self._bind(counter, Val(frozenset({Role.SCALAR}), literal=0), None, frame)
+                self._bind(element, sequence.evolve(roles=sequence.roles - {Role.ARANGE}), None, frame)
             else:
                 self._bind(gen.target, ramp or it.evolve(roles=it.roles - {Role.ARANGE}), None, frame)
             for condition in gen.ifs:
