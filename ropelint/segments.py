@@ -326,13 +326,14 @@ _CAST_TO_IDS = re.compile(rb"\.(?:to|type_as|type)\(\s*(?:dtype\s*=\s*)?(?:\w*_i
 _TABLE_RECEIVER = re.compile(rb"\b(?:cos|sin)\w*(?:\[[^\]\n]*\])?(?:\.\w+\([^()\n]*\))*$")
 
 
-def _table_cast_to_ids(text: bytes, begin: int, end: int) -> str | None:
-    """The text of the first such cast between ``begin`` and ``end``, or None."""
-    for m in _CAST_TO_IDS.finditer(text, begin, end):
+def _tables_cast_to_ids(text: bytes) -> list[tuple[int, str]]:
+    """(offset, text) of every such cast in the file, in order (one pass; the blocks holding them pick theirs)."""
+    found = []
+    for m in _CAST_TO_IDS.finditer(text):
         receiver = _TABLE_RECEIVER.search(text, text.rfind(b"\n", 0, m.start()) + 1, m.start())
         if receiver is not None:
-            return text[receiver.start():m.end()].decode("utf-8", "surrogatepass")
-    return None
+            found.append((m.start(), text[receiver.start():m.end()].decode("utf-8", "surrogatepass")))
+    return found
 
 
 # ``ref = input_ids if input_ids is not None else inputs_embeds``: ids under another name.
@@ -846,7 +847,7 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
                     and _forward_takes_dtype(b.text(text))]
     rotaries = [f"{b.name}(".encode() for b in blocks if b.name and b.interesting and b.head.startswith("class ")]
     aliases, chain = _chained_id_calls(text, takers)
-    table_casts = _table_cast_to_ids(text, 0, len(text)) is not None  # one pass; the blocks are found below
+    table_casts = _tables_cast_to_ids(text)
     kept: list[tuple[int, int, int]] = []  # (begin offset, end offset, first line)
     all_kept = True
     for block in blocks:
@@ -875,7 +876,7 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
             if holder:
                 interesting, calls = True, [*kept_functions, *holder]
         if not interesting and table_casts:
-            cast = _table_cast_to_ids(text, block.begin, block.end)
+            cast = next((code for at, code in table_casts if block.begin <= at < block.end), None)
             if cast is not None:
                 interesting, calls = True, [*calls, cast]
         if not interesting:

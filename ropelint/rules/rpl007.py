@@ -245,7 +245,8 @@ def _stored_fix(ctx: RuleContext, cast: Cast, table_fns: list[ast.AST | None], r
     cls = ctx.model.classes.get(cast.scope.symbol.split(".")[0])
     if cls is None or any(attr in c.state and c.state[attr].ref.follows_module_casts  # a plain attribute only
                           for c in ctx.model.classes.values()) \
-            or not all(_tables_cast(table_fn) for table_fn in table_fns):
+            or not all(table_fn is not None and _casts_its_tables(table_fn, returned_only=True)
+                       for table_fn in table_fns):
         return None
     for method in cls.methods.values():
         for node in ast.walk(method):
@@ -274,20 +275,6 @@ def _returned_or_inspected(ctx: RuleContext, fn: ast.AST, node: ast.Attribute) -
                 inspected.update(id(c) for c in ast.walk(n) if isinstance(c, ast.Name))
         return all(id(load) in inspected for load in later_loads(fn, owner, owner.targets[0].id))
     return False
-
-
-def _tables_cast(fn: ast.AST | None) -> bool:
-    """Every returned value taking a cos/sin is cast as its last step, also inside a returned tuple."""
-    found = False
-    for node in ast.walk(fn) if fn is not None else ():
-        if not isinstance(node, ast.Return) or node.value is None:
-            continue
-        for value in node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]:
-            if any(is_trig_call(n) for n in ast.walk(value)):
-                if not is_cast_call(value):
-                    return False
-                found = True
-    return found
 
 
 def _branch_cast_fix(ctx: RuleContext, cast: Cast, owner: ast.stmt, trigs: list[Trig]) -> FixPlan | None:
@@ -373,16 +360,20 @@ def _helper(ctx: RuleContext, cast: Cast, name: str) -> ast.AST | None:
     return same_file_callable(ctx.model, None, name) or same_file_callable(ctx.model, info, name, method=True)
 
 
-def _casts_its_tables(fn: ast.AST) -> bool:
-    """Every value ``fn`` assigns or returns that takes a cos/sin is cast as its last step (``.to(dtype)``)."""
+def _casts_its_tables(fn: ast.AST, returned_only: bool = False) -> bool:
+    """Every value ``fn`` assigns or returns that takes a cos/sin is cast as its last step (``.to(dtype)``); with
+    ``returned_only``, every returned one, also inside a returned tuple (``return cos.to(d), sin.to(d)``)."""
     found = False
     for node in ast.walk(fn):
-        value = node.value if isinstance(node, (ast.Assign, ast.Return)) else None
-        if value is None or not any(is_trig_call(n) for n in ast.walk(value)):
-            continue
-        if not is_cast_call(value):
-            return False
-        found = True
+        value = node.value if isinstance(node, ast.Return) or (isinstance(node, ast.Assign) and not returned_only) \
+            else None
+        values = value.elts if returned_only and isinstance(value, ast.Tuple) else [value]
+        for value in values if value is not None else ():
+            if not any(is_trig_call(n) for n in ast.walk(value)):
+                continue
+            if not is_cast_call(value):
+                return False
+            found = True
     return found
 
 
