@@ -26,7 +26,8 @@ One line per file goes to stdout (``ok``, ``MISS``, ``FLAG``, ``LEFT``, ``NUM``,
 ``SECOND``, ``COMPILE``); ``--json OUT`` keeps everything. ``MIXED``: the fixed file passes every case
 but those of a float16 model under bfloat16 autocast (or the reverse), where it either raised in
 ``torch.cat`` of the two 16-bit dtypes (the line is named: usually the activations' ``rotate_half``,
-which raises for the original too) or came out promoted to float32 within one bfloat16 rounding. Each numeric run is a subprocess
+which raises for the original too) or came out within one bfloat16 rounding (tables made in the model's
+16-bit dtype, promoted to float32 by the other's queries or cast to float16 ones). Each numeric run is a subprocess
 with a time limit, so a harness that hangs or crashes costs one line, not the round.
 """
 
@@ -132,10 +133,11 @@ def _matrix(case: Path, harness_path: Path) -> dict[str, Any]:
                 row["passed"] = row["ratio"] < 1.0
                 mixed = conversion != "float32" and not back and autocast != "off" \
                     and (conversion == "float16") == (autocast == "cpu-bf16")
-                if mixed and not row["passed"] and out_dtype == torch.float32:
+                if mixed and not row["passed"] and out_dtype in (torch.float32, torch.float16):
                     # A float16 model under bfloat16 autocast (or the reverse): tables made in the model's 16-bit
-                    # dtype meet activations of the other and come out promoted to float32; within one bfloat16
-                    # rounding they are what that model computes, not a lost phase.
+                    # dtype meet activations of the other and come out promoted to float32 (or a bfloat16 model's
+                    # tables are cast to the float16 queries); within one bfloat16 rounding they are what that
+                    # model computes, not a lost phase.
                     coarse = torch.maximum((cos - ref_cos).abs() / trig_tolerance(ref_cos, positions, torch.bfloat16),
                                            (sin - ref_sin).abs() / trig_tolerance(ref_sin, positions, torch.bfloat16))
                     row["mixed"] = bool(coarse.max() < 1.0)
@@ -156,7 +158,7 @@ def _matrix(case: Path, harness_path: Path) -> dict[str, Any]:
     converted = [r for r in rows if r["conversion"] != "float32"]
     return {"controls": sum(r["passed"] for r in controls), "cases": sum(r["passed"] for r in converted),
             "mixed": sum(bool(r.get("mixed")) for r in converted),
-            "mixed_at": sorted({r.get("raised_at", "no raise: promoted to float32 within one bfloat16 rounding")
+            "mixed_at": sorted({r.get("raised_at", "no raise: within one bfloat16 rounding")
                                 for r in converted if r.get("mixed")})[:3],
             "worst": max((r.get("ratio", float("inf")) for r in converted), default=0.0),
             "raised": sorted({r["raised"] for r in rows if "raised" in r})[:3], "rows": rows}
@@ -231,7 +233,7 @@ def _line(r: dict[str, Any]) -> str:
         o, f = r["original"], r["fixed"]
         num = f" orig {o['cases']}/24+{o['controls']}/6 fixed {f['cases']}/24+{f['controls']}/6"
         if f.get("mixed") and f["cases"] + f["mixed"] == 24 and f["controls"] == 6:
-            # Every failure is a mixed float16/bfloat16 autocast case that raised: reported, not counted.
+            # Every failure is a mixed float16/bfloat16 autocast case: reported, not counted.
             num += f" ({f['mixed']} mixed-autocast cases: {'; '.join(f['mixed_at']) or '?'})"
             tags.append("MIXED")
         elif f["cases"] != 24 or f["controls"] != 6:

@@ -242,7 +242,8 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
         for start, stop, text in list(skipped):
             name = _DEF_NAME.match(next((ln for ln in lines[start:stop] if not ln.lstrip().startswith("@")), ""))
             short_cast = stop - start <= SMALL_HELPER_MAX_LINES and (".to(" in text or "type_as(" in text)
-            if name and ("arange(" in text or "linspace(" in text or short_cast) \
+            counts = "cumsum(" in text or "new_ones(" in text or "ones_like(" in text
+            if name and ("arange(" in text or "linspace(" in text or short_cast or counts) \
                     and f"self.{name.group(1)}(" in kept_text:
                 # A short method that casts what it hands back (``self.embed_positions.to(position_ids)``) too.
                 kept.append((start, stop))
@@ -429,16 +430,23 @@ def _forward_takes_dtype(block: str) -> bool:
     return m is not None and re.search(r"\bdtype\b", m.group(1)) is not None
 
 
-def _positions_built(text: bytes, block: _Block, rotaries: list[bytes]) -> list[str]:
+def _positions_built(text: bytes, block: _Block, rotaries: list[bytes], float_positions: tuple[str, ...] = ()) -> list[str]:
     """In a class holding any kept rotary class, the assignment and the calls of it when the class builds positions
     itself in a way that can round them (``position_ids = (mask.cumsum(-1) - 1) * mask`` over a mask cast to the
-    activations, ``torch.arange(n, dtype=inputs_embeds.dtype)``): the rotary's ``forward`` sees them."""
-    if text.find(b"cumsum(", block.begin, block.end) == -1 and text.find(b"arange(", block.begin, block.end) == -1:
+    activations, ``torch.arange(n, dtype=inputs_embeds.dtype)``), or reads them from a float buffer of positions
+    another module of the file registers (``self.embeddings.position_ids[ids]``: ``float_positions`` names them):
+    the rotary's ``forward`` sees them."""
+    borrowed = bool(float_positions) and any(
+        text.find(b"." + name.encode(), block.begin, block.end) != -1 for name in float_positions)
+    if not borrowed and text.find(b"cumsum(", block.begin, block.end) == -1 \
+            and text.find(b"arange(", block.begin, block.end) == -1:
         return []
     if not any(text.find(name, block.begin, block.end) != -1 for name in rotaries):
         return []
     segment = block.text(text)
-    if "cumsum(" not in segment and _RANGE_IN_A_DTYPE.search(segment) is None \
+    if borrowed:
+        borrowed = any(re.search(rf"self\.\w+\.{name}\b", segment) for name in float_positions)
+    if not borrowed and "cumsum(" not in segment and _RANGE_IN_A_DTYPE.search(segment) is None \
             and _FLOAT_POSITIONS_BUFFER.search(segment) is None:
         return []
     held = {m.group(1): m.group(0) for m in _HELD.finditer(segment) if f"{m.group(2)}(".encode() in rotaries}
@@ -446,9 +454,20 @@ def _positions_built(text: bytes, block: _Block, rotaries: list[bytes]) -> list[
             for part in (assignment, f"self.{attr}(")]
 
 
-# ``register_buffer("position_ids", torch.arange(n).float().unsqueeze(0))``: positions a module cast rounds.
-_FLOAT_POSITIONS_BUFFER = re.compile(r"register_buffer\(\s*[\"'](?:\w*position\w*|pos\w*)[\"']\s*,\s*[^\n]*\barange\("
-                                     r"[^\n]*\.(?:float|half|bfloat16|to)\(")
+# ``register_buffer("position_ids", torch.arange(n).float().unsqueeze(0))``, ``torch.arange(n, dtype=torch.float32)``:
+# positions a module cast rounds.
+_FLOAT_POSITIONS_BUFFER = re.compile(r"register_buffer\(\s*[\"'](\w*position\w*|pos\w*)[\"']\s*,\s*[^\n]*\barange\("
+                                     r"(?:[^\n]*\.(?:float|half|bfloat16|to)\(|[^)\n]*\bdtype\s*=\s*torch\."
+                                     r"(?:float|half|bfloat16|double))")
+
+
+def float_position_buffers(text: bytes) -> list[tuple[str, str]]:
+    """(name, registering text) of the float buffers of positions the file's modules register."""
+    if b"register_buffer(" not in text or b"arange(" not in text:
+        return []
+    return [(m.group(1), m.group(0)) for m in _FLOAT_POSITIONS_BUFFER.finditer(text.decode("utf-8", "surrogatepass"))]
+
+
 _COUNTED_IDS = re.compile(r"\b(?:position_ids|cache_position)\s*=\s*[^\n]*\b(?:cumsum|arange)\("
                           r"|[\"'](?:position_ids|cache_position)[\"']\s*:")
 # A mask or range put in a floating dtype the model chooses: ``attention_mask.to(self.dtype)``.
@@ -466,10 +485,43 @@ def _ids_counted(text: bytes, block: _Block, rotaries: list[bytes]) -> list[str]
         return []
     segment = block.text(text)
     found = [m.group(0) for m in _COUNTED_IDS.finditer(segment)]
-    if found and _CAST_TO_A_DTYPE.search(segment) is None and _RANGE_IN_A_DTYPE.search(segment) is None:
+    if found and _CAST_TO_A_DTYPE.search(segment) is None and _RANGE_IN_A_DTYPE.search(segment) is None \
+            and _MASK_LIKE_ACTIVATIONS.search(segment) is None:
         return []  # ids counted from an integer mask or range (the usual ``attention_mask.long().cumsum(-1)``)
-    # (and ``__init__``, which sets what ``self.dtype`` they may be counted in)
-    return [*found, "def __init__("] if found else []
+    # (and ``__init__``, which sets what ``self.dtype`` they may be counted in; ``forward``, which hands them on)
+    return [*found, "def __init__(", "def forward("] if found else []
+
+
+# ``attention_mask = inputs_embeds.new_ones(b, s)``, ``torch.ones_like(inputs_embeds[..., 0])``: a default mask (or
+# ones to count) in the activations' dtype.
+_MASK_LIKE_ACTIVATIONS = re.compile(r"\.new_ones\(|ones_like\(\s*(?:inputs?_embeds|hidden_states|x)")
+
+
+def _holder_chain(text: bytes, blocks: list[_Block], counting: list[_Block], rotaries: list[bytes]) -> set[str]:
+    """Classes on the way from one that counts position ids (``counting``) to a rotary class it holds through
+    others (``self.layers = nn.ModuleList(Layer(...) ...)``, ``self.attention = Attention(...)``): their ``forward``
+    hands the ids down, so the analysis must see them."""
+    classes = {b.name: b for b in blocks if b.name and b.head.startswith("class ")}
+    targets = {r[:-1].decode() for r in rotaries}
+    held = {name: {h for h in re.findall(r"\b([A-Z]\w*)\(", b.text(text)) if h in classes and h != name}
+            for name, b in classes.items()}
+    on_way: set[str] = set()
+    for start in counting:
+        # Depth-first over what each class holds: a class is on the way when a rotary is reachable from it.
+        reach: dict[str, bool] = {}
+
+        def reaches(name: str, depth: int) -> bool:
+            if name in reach:
+                return reach[name]
+            reach[name] = False  # (cycles)
+            found = any(h in targets or (depth < 6 and reaches(h, depth + 1)) for h in held.get(name, ()))
+            reach[name] = found
+            return found
+
+        if start.name and reaches(start.name, 0):
+            on_way |= {name for name, ok in reach.items() if ok}
+    return on_way - targets
+
 
 
 # ``rotary_emb(position_ids, ...)``: a bare name called with ids; when that name was assigned a chain of held modules
@@ -848,6 +900,16 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
     rotaries = [f"{b.name}(".encode() for b in blocks if b.name and b.interesting and b.head.startswith("class ")]
     aliases, chain = _chained_id_calls(text, takers)
     table_casts = _tables_cast_to_ids(text)
+    # Float buffers of positions a rotary holder reads through another module (``self.embeddings.position_ids``):
+    # the registering class keeps the method registering them, where module casts are decided.
+    # Classes that count position ids in a dtype that can round them, and those on the way to the rotary they hold.
+    counting = [b for b in blocks if b.name and b.head.startswith("class ") and _ids_counted(text, b, rotaries)] \
+        if rotaries else []
+    chain_classes = _holder_chain(text, blocks, counting, rotaries) if counting else set()
+    float_positions = float_position_buffers(text) if rotaries else []
+    borrowed_names = tuple(name for name, _ in float_positions if re.search(
+        rb"self\.\w+\." + name.encode() + rb"\b", text) is not None)
+    registering = [code for name, code in float_positions if name in borrowed_names]
     kept: list[tuple[int, int, int]] = []  # (begin offset, end offset, first line)
     all_kept = True
     for block in blocks:
@@ -867,14 +929,21 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
             calls = [*calls, *held] if held else calls
         if is_class:  # kept or not, a class that hands ids to a rotary keeps the methods that do it
             holder = _token_ids_handed(text, block, takers, glue) or _dtype_handed(text, block, dtype_takers) \
-                or _positions_built(text, block, rotaries) or _ids_counted(text, block, rotaries)
+                or _positions_built(text, block, rotaries, borrowed_names) or _ids_counted(text, block, rotaries)
             if aliases:
                 segment = block.text(text)
                 holder = [*holder, *(a for a in aliases if a in segment)]
                 if any(f"self.{attr} =" in segment for attr in chain):
                     holder.append("def __init__(")  # a module on the way to the rotary
+            if block.name in chain_classes:
+                holder = [*holder, "def forward(", "def __init__("]
             if holder:
                 interesting, calls = True, [*kept_functions, *holder]
+        if not interesting and registering and is_class:
+            segment = block.text(text)
+            found = [code for code in registering if code in segment]
+            if found:
+                interesting, calls = True, [*calls, *found]
         if not interesting and table_casts:
             cast = next((code for at, code in table_casts if block.begin <= at < block.end), None)
             if cast is not None:

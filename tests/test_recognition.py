@@ -4453,8 +4453,8 @@ def test_ids_counted_over_a_float_mask_and_multiplied_by_it_are_int64_on_both_si
         '''
     assert _found(source) == {(14, "RPL005"): "safe"}
     fixed = _fixed(source)
-    # Counted in float32 here (float32 * bfloat16 is float32, and the 0/1 mask multiplies exactly).
-    assert "position_ids = (mask.cumsum(dim=-1, dtype=torch.float32) - 1).clamp_min(0) * mask" in fixed
+    # Returned as ids: counted in int64, and the mask operand taken as int64 so the product stays integer.
+    assert "position_ids = (mask.cumsum(dim=-1, dtype=torch.long) - 1).clamp_min(0) * mask.long()" in fixed
     assert "embeddings = embeddings * mask.unsqueeze(-1)" in fixed  # the float mask itself stays as it is
     assert _found(fixed) == {}
     torch = pytest.importorskip("torch")
@@ -4462,7 +4462,7 @@ def test_ids_counted_over_a_float_mask_and_multiplied_by_it_are_int64_on_both_si
     exec(compile(fixed, "encoder.py", "exec"), namespace)
     encoder = namespace["Encoder"]().bfloat16()
     _, positions = encoder.embeddings(torch.full((1, 600), 5), torch.ones(1, 600, dtype=torch.long))
-    assert positions.dtype == torch.float32 and torch.equal(positions[0], torch.arange(600.0))
+    assert positions.dtype == torch.int64 and torch.equal(positions[0], torch.arange(600))
     # Generation glue counts ids in int64: the product with the float mask must not promote them back.
     glue = _CORRECT_ROTARY + '''\
 
@@ -5561,3 +5561,222 @@ def test_a_phase_cast_before_an_m_rope_section_merge_moves_to_the_tables():
     fixed = _fixed(source)
     assert "freqs = freqs.to(x.dtype)" not in fixed and "emb.cos().to(x.dtype)" in fixed
     assert _found(fixed) == {}
+
+
+def test_a_call_decorated_method_read_as_an_attribute_is_no_property():
+    """``@register_rope("linear")`` on a method (a decorator that is a call) and ``self.<that method>`` read as an
+    attribute: the property check looked for a dotted decorator name and crashed on the call; the buffer behind
+    the dispatch is still found."""
+    source = '''\
+        import torch
+        from torch import nn
+
+        _IMPLS = {}
+
+
+        def register_rope(name):
+            def wrap(fn):
+                _IMPLS[name] = fn
+                return fn
+            return wrap
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                self.inv_freq = nn.Parameter(1.0 / base ** (torch.arange(0, dim, 2).float() / dim),
+                                             requires_grad=False)
+                self._rope_impl = self.default
+
+            @register_rope("default")
+            def default(self, positions):
+                t = positions.to(self.inv_freq.dtype)
+                return t[:, None] * self.inv_freq[None, :]
+
+            def forward(self, positions):
+                impl = self.default
+                angles = impl(positions)
+                return angles.cos(), angles.sin()
+        '''
+    found = _found(source)
+    assert (23, "RPL005") in found or (23, "RPL002") in found, found
+
+
+def test_a_float_positions_buffer_of_another_module_read_by_the_rotary_holder():
+    """JinaBERT-style: the embeddings module registers ``position_ids`` as a float32 buffer
+    (``torch.arange(n, dtype=torch.float32)``), and the model holding the rotary gathers positions from it
+    (``self.embeddings.position_ids[position_ids]``): ``model.half()`` rounds them (RPL005 at the reads, kept float32
+    by the ``_apply`` fix in the embeddings class). An int64 buffer is not reported."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Embeddings(nn.Module):
+            def __init__(self, n, d):
+                super().__init__()
+                self.word_embeddings = nn.Embedding(10, d)
+                self.register_buffer(
+                    "position_ids", torch.arange(n, dtype=torch.float32), persistent=False
+                )
+
+            def forward(self, input_ids):
+                return self.word_embeddings(input_ids)
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, positions, dtype):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, device=positions.device).float() / self.dim))
+                freqs = positions.unsqueeze(-1).float() * inv_freq
+                return freqs.cos().to(dtype), freqs.sin().to(dtype)
+
+
+        class Model(nn.Module):
+            def __init__(self, n=8200, d=64):
+                super().__init__()
+                self.embeddings = Embeddings(n, d)
+                self.rotary = Rotary(d)
+
+            def rotary_tables(self, hidden_states, position_ids=None):
+                if position_ids is None:
+                    positions = self.embeddings.position_ids[: hidden_states.shape[1]].unsqueeze(0)
+                else:
+                    positions = self.embeddings.position_ids[position_ids]
+                return self.rotary(positions, hidden_states.dtype)
+        '''
+    assert _found(source) == {(36, "RPL005"): "safe", (38, "RPL005"): "safe"}
+    assert _found(source.replace("dtype=torch.float32), persistent", "dtype=torch.long), persistent")) == {}
+    fixed = _fixed(source)
+    assert "def _apply(" in fixed and _found(fixed) == {}
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(fixed, "rotary.py", "exec"), namespace)
+    model = namespace["Model"]().bfloat16().float()
+    cos, _ = model.rotary_tables(torch.zeros(1, 2, 64), torch.tensor([[8191, 8193]]))
+    expected = torch.cos(torch.tensor([8191.0, 8193.0], dtype=torch.float64)[:, None]
+                         * 1e4 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+    assert torch.allclose(cos[0].double(), expected, atol=2 * 8194 * 2 ** -24 + 2 ** -23)
+
+
+def test_positions_counted_over_a_mask_in_the_activations_dtype_are_counted_in_int64():
+    """A model's helper counting position ids over its padding mask: a default mask made as
+    ``inputs_embeds.new_ones(b, s)`` (or ones like the embeddings) counts in the activations' dtype, and a mask
+    cast to it promotes an int64 count it multiplies. Found through the static helper the model calls with that
+    mask, and fixed where the ids are counted: ``dtype=torch.long``, or the mask operand taken as int64."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, x, position_ids):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                freqs = position_ids[..., None].float() * inv_freq
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 64)
+                self.rotary = Rotary()
+
+            @staticmethod
+            def _position_ids(inputs_embeds, attention_mask):
+                if attention_mask is None:
+                    return torch.cumsum(torch.ones_like(inputs_embeds[..., 0]), dim=-1) - 1
+                return (attention_mask.long().cumsum(-1) - 1) * attention_mask
+
+            def forward(self, input_ids, attention_mask=None):
+                inputs_embeds = self.embed(input_ids)
+                if attention_mask is not None:
+                    attention_mask = attention_mask.to(inputs_embeds.dtype)
+                position_ids = self._position_ids(inputs_embeds, attention_mask)
+                return self.rotary(inputs_embeds, position_ids)
+        '''
+    assert _found(source) == {(25, "RPL005"): "safe", (26, "RPL005"): "safe"}
+    fixed = _fixed(source)
+    assert "torch.cumsum(torch.ones_like(inputs_embeds[..., 0]), dim=-1, dtype=torch.long) - 1" in fixed
+    assert "(attention_mask.long().cumsum(-1) - 1) * attention_mask.long()" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    # An integer mask (no cast to the activations) counts in int64: nothing to report.
+    assert _found(source.replace("attention_mask = attention_mask.to(inputs_embeds.dtype)", "pass")
+                  .replace("torch.ones_like(inputs_embeds[..., 0])", "torch.ones_like(input_ids)")) == {}
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(fixed, "rotary.py", "exec"), namespace)
+    model = namespace["Model"]().bfloat16()
+    ids = torch.zeros(1, 300, dtype=torch.long)
+    for mask in (None, torch.ones(1, 300, dtype=torch.long)):
+        cos, _ = model(ids, mask)
+        expected = torch.cos(torch.tensor(257.0, dtype=torch.float64) * 1e4 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64))
+        assert torch.allclose(cos[0, 257].double(), expected, atol=2 ** -8)  # one bfloat16 rounding of the table
+        assert (cos[0, 257].double() - torch.cos(torch.tensor(256.0, dtype=torch.float64))).abs().max() > 1e-2
+
+
+def test_a_default_mask_made_like_the_embeddings_is_found_through_the_layers():
+    """``attention_mask = inputs_embeds.new_ones(b, s)`` in the model, counted by a static helper, and the ids
+    handed down ``self.layers`` to the attention that forms the phase: the triage keeps the classes on the way."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Attention(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def rotary_tables(self, position_ids):
+                exponent = torch.arange(0, self.dim, 2, device=position_ids.device, dtype=torch.float32) / self.dim
+                angles = position_ids.float().unsqueeze(-1) * (1.0 / (self.base ** exponent))
+                return angles.cos(), angles.sin()
+
+            def forward(self, hidden_states, position_ids):
+                cos, sin = self.rotary_tables(position_ids)
+                return hidden_states * cos.to(hidden_states.dtype).sum() + sin.to(hidden_states.dtype).sum()
+
+
+        class Layer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attention = Attention()
+
+            def forward(self, hidden_states, position_ids):
+                return self.attention(hidden_states, position_ids)
+
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = nn.Embedding(10, 64)
+                self.layers = nn.ModuleList(Layer() for _ in range(2))
+
+            @staticmethod
+            def position_ids_from_mask(attention_mask):
+                position_ids = attention_mask.cumsum(-1) - 1
+                return position_ids.masked_fill(attention_mask == 0, 1)
+
+            def _prepare(self, inputs_embeds, attention_mask=None):
+                if attention_mask is None:
+                    attention_mask = inputs_embeds.new_ones(inputs_embeds.shape[:2])
+                return attention_mask, self.position_ids_from_mask(attention_mask)
+
+            def forward(self, input_ids, attention_mask=None):
+                h = self.embed(input_ids)
+                attention_mask, position_ids = self._prepare(h, attention_mask)
+                for layer in self.layers:
+                    h = layer(h, position_ids)
+                return h
+        '''
+    assert _found(source) == {(37, "RPL005"): "safe"}
+    fixed = _fixed(source)
+    assert "position_ids = attention_mask.cumsum(-1, dtype=torch.long) - 1" in fixed and _found(fixed) == {}

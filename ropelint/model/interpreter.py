@@ -981,7 +981,7 @@ class Interpreter:
         if fn.args.vararg is not None:  # ``def ndgrid(*tensors)``: what the caller unpacks into it
             frame.env[fn.args.vararg.arg] = Val(frozenset(), param=fn.args.vararg.arg)
         for name, val in (bound or {}).items():
-            if name in frame.env and val.roles:
+            if name in frame.env and (val.roles or (MASK_NAMES.match(name) and val.dtype.can_be_16bit)):
                 frame.env[name] = val.evolve(param=name)  # analysed for one call: what that call passes
         before = (len(self.model.products), len(self.model.trigs))
         for p in self._kept_params(fn, params):
@@ -1781,7 +1781,7 @@ class Interpreter:
         entry = self._find_state(frame.cls, attr)
         if entry is None:
             found = self._find_method(frame.cls, attr)
-            if found is not None and any(dotted(d)[-1:] in (["property"], ["cached_property"])
+            if found is not None and any((dotted(d) or [])[-1:] in (["property"], ["cached_property"])
                                          for d in found[1].decorator_list):
                 # ``@property def inv_freq(self): return self.omega`` (or a ``functools.cached_property``):
                 # what the property returns.
@@ -2754,8 +2754,10 @@ class Interpreter:
             if dt is not None and dt.has(Role.DTYPE) and dt.dtype is Dt.INT:
                 # ``torch.full((b,), offset, dtype=torch.long)``: integers (a buffer of them stays integer)
                 return Val(frozenset(), Dt.INT, site=node)
-            if tail.endswith("_like") and dt is None and vals and vals[0].has(Role.ACTIVATION):
-                # ``torch.zeros_like(q[:, 0, 0])``: a buffer in the activations' dtype.
+            if tail.endswith("_like") and dt is None and vals and (vals[0].has(Role.ACTIVATION)
+                                                                  or _embeds_node(pos[0] if pos else None)):
+                # ``torch.zeros_like(q[:, 0, 0])``, ``torch.ones_like(inputs_embeds[..., 0])``: a buffer in the
+                # activations' dtype.
                 return Val(frozenset(), Dt.RUNTIME, site=node)
             return UNKNOWN
         if tail in SHAPE_METHODS and vals:
@@ -2770,9 +2772,14 @@ class Interpreter:
         """``torch.cumsum(attention_mask, -1)``: positions counted over a padding mask, in the mask's dtype (a bool
         or integer mask counts in int64; one converted to the activations' dtype counts in 16 bits), or in the
         ``dtype=`` it is given."""
+        if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr in ("long", "int") \
+                and not arg.args:
+            arg = arg.func.value  # ``attention_mask.long().cumsum(-1)``: the mask, counted in int64
         name = mask.param or (arg.id if isinstance(arg, ast.Name) else "")
         # (A mask made by a comparison, ``input_ids != pad_id``, reads as a number: it counts the same.)
         named = MASK_NAMES.match(name) or (isinstance(arg, ast.Name) and MASK_NAMES.match(arg.id))
+        # ``torch.cumsum(torch.ones_like(inputs_embeds[..., 0]), -1)``: counting ones, a mask of no padding.
+        named = named or (isinstance(arg, ast.Call) and (dotted(arg.func) or [""])[-1] in ("ones_like", "new_ones"))
         if mask.roles - {Role.SCALAR} or not named:
             return None
         if dtype is not None and dtype.has(Role.DTYPE):
@@ -2827,6 +2834,10 @@ class Interpreter:
             counted = self._cumsum_positions(node, receiver_node, receiver, kvals.get("dtype"))
             if counted is not None:
                 return counted
+        if method in ("new_zeros", "new_ones", "new_empty", "new_full") and "dtype" not in kvals \
+                and (receiver.has(Role.ACTIVATION) or _embeds_node(receiver_node)) and receiver.dtype is not Dt.INT:
+            # ``inputs_embeds.new_ones(b, s)``: a default padding mask in the activations' dtype.
+            return Val(frozenset(), Dt.RUNTIME, site=node)
         if method in ("new_zeros", "new_ones", "new_empty", "new_full") and "dtype" not in kvals \
                 and (receiver.dtype is Dt.INT or (receiver.dtype is Dt.UNKNOWN and receiver.has(Role.POSITIONS)
                                                   and POSITION_NAMES.match(receiver.param or ""))
@@ -3039,6 +3050,26 @@ class Interpreter:
         if not summary.inert or id(node) in self._specialized:
             return summary
         roles = frozenset().union(*(v.roles for v in bound.values())) if bound else frozenset()
+        masks = {p for p, v in bound.items() if MASK_NAMES.match(p) and v.dtype.can_be_16bit and v.site is not None
+                 and not v.roles - {Role.SCALAR}}
+        if masks and summary.returns.has(Role.POSITIONS) \
+                and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+                and func.value.id in ("self", "cls") and frame.cls is not None \
+                and (found := self._find_method(frame.cls, func.attr)) is not None:
+            # ``self.position_ids_from_mask(attention_mask)`` with a mask the caller made in the activations' dtype
+            # (``inputs_embeds.new_ones(b, s)``): the ids it counts are in that dtype, not int64.
+            owner, fn = found
+            key = f"{owner.name}.{func.attr}"
+            if key in self.in_progress:
+                return summary
+            self.in_progress.add(key)
+            try:
+                special = self._analyse_function(fn, key, frame.cls, is_method=True, top=owner.node,
+                                                 bound={p: bound[p] for p in masks})
+            finally:
+                self.in_progress.discard(key)
+            self._specialized[id(node)] = special
+            return special
         if not roles & {Role.POSITIONS, Role.ARANGE}:
             return summary
         if isinstance(func, ast.Name) and func.id in self.model.functions and func.id not in self.in_progress:
@@ -3229,7 +3260,7 @@ class Interpreter:
             return False
         found = [info.methods[node.attr] for info in self.model.classes.values() if node.attr in info.methods]
         return bool(found) and all(
-            any(dotted(d)[-1:] == ["property"] for d in fn.decorator_list) and len(fn.body) >= 1
+            any((dotted(d) or [])[-1:] == ["property"] for d in fn.decorator_list) and len(fn.body) >= 1
             and isinstance(fn.body[-1], ast.Return) and isinstance(fn.body[-1].value, ast.Attribute)
             and fn.body[-1].value.attr in ("float32", "float")
             and all(isinstance(st, (ast.Expr, ast.Return)) for st in fn.body)  # a docstring at most
@@ -3385,6 +3416,12 @@ class Interpreter:
         elif Role.TABLE in roles:
             roles = frozenset({Role.TABLE})
         dtype, site = _promote(left, right)
+        counted = left if left.has(Role.POSITIONS) and left.dtype is Dt.INT and _counted(left.site) else \
+            right if right.has(Role.POSITIONS) and right.dtype is Dt.INT and _counted(right.site) else None
+        if counted is not None and isinstance(op, ast.Mult) and dtype.can_be_16bit:
+            # ``(attention_mask.long().cumsum(-1) - 1) * attention_mask`` with a mask in the activations' dtype:
+            # int64 ids promoted to it by the product; the count is where the ids are made (and fixed).
+            site = counted.site
         true_div = isinstance(op, ast.Div)
         # An unknown number added to integer positions is an offset (``+ past_seen_tokens``, ``+ start_pos``):
         # an int in practice. Scaling by one is usually a float factor (``* self.scale``).
@@ -3615,6 +3652,13 @@ def _batched_operands(a: Val, b: Val) -> tuple[Val, Val]:
     if a.last_is_one or b.second_last_is_one:
         return a.evolve(last_is_one=True), b.evolve(second_last_is_one=True)
     return a, b
+
+
+def _embeds_node(node: ast.AST | None) -> bool:
+    """``inputs_embeds`` or a slice of it (``inputs_embeds[..., 0]``): the activations by their name."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return isinstance(node, ast.Name) and EMBEDS_PARAMS.match(node.id) is not None
 
 
 def _ids_by_name(val: Val) -> bool:
@@ -3947,7 +3991,10 @@ HANDED_ON_IDS = frozenset({"position_ids", "cache_position"})
 
 def _counted(site: ast.AST | None) -> bool:
     """A count over a mask (``mask.cumsum(-1)``, ``torch.cumsum(mask, -1)``) or a range: how ids are made."""
-    return isinstance(site, ast.Call) and (dotted(site.func) or [""])[-1] in ("cumsum", "arange")
+    if not isinstance(site, ast.Call):
+        return False
+    name = site.func.attr if isinstance(site.func, ast.Attribute) else (dotted(site.func) or [""])[-1]
+    return name in ("cumsum", "arange")  # (``mask.long().cumsum(-1)``: a method of a call's result too)
 
 
 def _zipped_columns(it: ast.expr, target: ast.expr) -> list[ast.expr | None] | None:

@@ -4,7 +4,7 @@ import ast
 
 from ..diagnostics import FixPlan, Replace
 from ..model.interpreter import HANDED_ON_IDS
-from ..model.names import dotted
+from ..model.names import dotted, qualname
 from ..model.values import Dt, Role
 from .base import Rule, RuleContext, append_keyword, later_loads
 from .callsite import caller_dtype_fix, calls_of, enclosing_function
@@ -25,7 +25,11 @@ class LowPrecisionPositions(Rule):
             for site in pos.sites:
                 message = (f"positions get a dtype that can be 16-bit here and reach {what} at line "
                            f"{ctx.line_of(used_at)}: bfloat16 cannot tell 256 from 257 (8184..8195 all become 8192)")
-                fix = float32_fix(ctx, site, "positions", scope)
+                # Counted where the phase is formed: float32 positions for it; counted elsewhere (a model's helper
+                # returning ids): int64 ids, as every other caller of that helper expects them.
+                counted = _counted_fix(ctx, site) if _function_of(ctx, site) is not _function_of(ctx, used_at) \
+                    else None
+                fix = counted or float32_fix(ctx, site, "positions", scope)
                 read = next((r for r in pos.reads if r.node is site and r.follows_module_casts), None)
                 if fix is None and read is not None:
                     # ``self.position_range[start:end]`` of a float32 buffer of positions: module casts round it.
@@ -140,6 +144,19 @@ def _int64_ids_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
                                  "them)")
 
 
+def _function_of(ctx: RuleContext, node: ast.AST) -> ast.AST | None:
+    found = enclosing_function(ctx, node)
+    return found[1] if found is not None else None
+
+
+def _counted_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
+    """Positions counted over a mask (``attention_mask.cumsum(-1) - 1``, a mask in the activations' dtype, or ones
+    like them): counted in int64, what position ids are; the rotary widens them, and indexing still works."""
+    if not (isinstance(site, ast.Call) and _counted_operand(ctx, site) is not None):
+        return None
+    return _int64_fix(ctx, site, "count the positions in int64 (what position ids are; the rotary widens them)")
+
+
 def _int64_fix(ctx: RuleContext, site: ast.AST, description: str) -> FixPlan | None:
     """The range or count ``site`` made in int64: its ``dtype=`` becomes ``torch.long``, or is added
     (``attention_mask.cumsum(-1, dtype=torch.long)``: counted in int64, as an integer mask counts; a float mask stays
@@ -148,17 +165,35 @@ def _int64_fix(ctx: RuleContext, site: ast.AST, description: str) -> FixPlan | N
         return None
     torch, imports = ctx.torch_name()
     chosen = next((k for k in site.keywords if k.arg == "dtype"), None)
+    if chosen is None and _counted_operand(ctx, site) is not _counted_name(ctx, site):
+        # ``attention_mask.long().cumsum(-1)``: already counted in int64; only the product with the mask promotes.
+        again = _masked_again(ctx, site)
+        return FixPlan("safe", description, tuple(again)) if again else None
     edit = Replace(chosen.value, f"{torch}.long") if chosen is not None else \
         Replace(site, append_keyword(ctx, site, f"dtype={torch}.long"))
     return FixPlan("safe", description, (edit, *_masked_again(ctx, site), *imports))
 
 
+def _counted_operand(ctx: RuleContext, site: ast.Call) -> ast.AST | None:
+    func = site.func
+    if qualname(func, ctx.imports) == "torch.cumsum":  # the function: its first argument
+        return site.args[0] if site.args else None
+    return func.value if isinstance(func, ast.Attribute) and func.attr == "cumsum" else None
+
+
+def _counted_name(ctx: RuleContext, site: ast.Call) -> ast.AST | None:
+    """The mask a count runs over, through an integer cast (``attention_mask.long().cumsum(-1)``)."""
+    counted = _counted_operand(ctx, site)
+    if isinstance(counted, ast.Call) and isinstance(counted.func, ast.Attribute) \
+            and counted.func.attr in ("long", "int") and not counted.args:
+        return counted.func.value
+    return counted
+
+
 def _masked_again(ctx: RuleContext, site: ast.Call) -> list[Replace]:
     """``(mask.cumsum(-1) - 1).clamp_min(0) * mask``: the count multiplied by the float mask it counted promotes
     back to the mask's dtype, so that operand is taken as int64 too (``* mask.long()``)."""
-    func = site.func
-    counted = func.value if isinstance(func, ast.Attribute) and func.attr == "cumsum" else \
-        site.args[0] if site.args and (dotted(func) or [""])[-1] == "cumsum" else None
+    counted = _counted_name(ctx, site)
     stmt = ctx.model.statement_of.get(id(site))
     if not isinstance(counted, ast.Name) or stmt is None:
         return []
