@@ -461,11 +461,16 @@ _FLOAT_POSITIONS_BUFFER = re.compile(r"register_buffer\(\s*[\"'](\w*position\w*|
                                      r"(?:float|half|bfloat16|double))")
 
 
+# The same, on the file's bytes (no decoding of the whole file).
+_FLOAT_POSITIONS_BUFFER_BYTES = re.compile(_FLOAT_POSITIONS_BUFFER.pattern.encode())
+
+
 def float_position_buffers(text: bytes) -> list[tuple[str, str]]:
     """(name, registering text) of the float buffers of positions the file's modules register."""
     if b"register_buffer(" not in text or b"arange(" not in text:
         return []
-    return [(m.group(1), m.group(0)) for m in _FLOAT_POSITIONS_BUFFER.finditer(text.decode("utf-8", "surrogatepass"))]
+    return [(m.group(1).decode(), m.group(0).decode("utf-8", "surrogatepass"))
+            for m in _FLOAT_POSITIONS_BUFFER_BYTES.finditer(text)]
 
 
 _COUNTED_IDS = re.compile(r"\b(?:position_ids|cache_position)\s*=\s*[^\n]*\b(?:cumsum|arange)\("
@@ -521,7 +526,6 @@ def _holder_chain(text: bytes, blocks: list[_Block], counting: list[_Block], rot
         if start.name and reaches(start.name, 0):
             on_way |= {name for name, ok in reach.items() if ok}
     return on_way - targets
-
 
 
 # ``rotary_emb(position_ids, ...)``: a bare name called with ids; when that name was assigned a chain of held modules
@@ -900,12 +904,14 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
     rotaries = [f"{b.name}(".encode() for b in blocks if b.name and b.interesting and b.head.startswith("class ")]
     aliases, chain = _chained_id_calls(text, takers)
     table_casts = _tables_cast_to_ids(text)
+    # Classes that count position ids in a dtype that can round them (what each keeps, found once), and those on the
+    # way to the rotary they hold.
+    counted_ids = {b.begin: found for b in blocks if rotaries and b.name and b.head.startswith("class ")
+                   and (found := _ids_counted(text, b, rotaries))}
+    counting = [b for b in blocks if b.begin in counted_ids]
+    chain_classes = _holder_chain(text, blocks, counting, rotaries) if counting else set()
     # Float buffers of positions a rotary holder reads through another module (``self.embeddings.position_ids``):
     # the registering class keeps the method registering them, where module casts are decided.
-    # Classes that count position ids in a dtype that can round them, and those on the way to the rotary they hold.
-    counting = [b for b in blocks if b.name and b.head.startswith("class ") and _ids_counted(text, b, rotaries)] \
-        if rotaries else []
-    chain_classes = _holder_chain(text, blocks, counting, rotaries) if counting else set()
     float_positions = float_position_buffers(text) if rotaries else []
     borrowed_names = tuple(name for name, _ in float_positions if re.search(
         rb"self\.\w+\." + name.encode() + rb"\b", text) is not None)
@@ -929,7 +935,7 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
             calls = [*calls, *held] if held else calls
         if is_class:  # kept or not, a class that hands ids to a rotary keeps the methods that do it
             holder = _token_ids_handed(text, block, takers, glue) or _dtype_handed(text, block, dtype_takers) \
-                or _positions_built(text, block, rotaries, borrowed_names) or _ids_counted(text, block, rotaries)
+                or _positions_built(text, block, rotaries, borrowed_names) or counted_ids.get(block.begin, [])
             if aliases:
                 segment = block.text(text)
                 holder = [*holder, *(a for a in aliases if a in segment)]

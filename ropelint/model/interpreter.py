@@ -3059,17 +3059,8 @@ class Interpreter:
             # ``self.position_ids_from_mask(attention_mask)`` with a mask the caller made in the activations' dtype
             # (``inputs_embeds.new_ones(b, s)``): the ids it counts are in that dtype, not int64.
             owner, fn = found
-            key = f"{owner.name}.{func.attr}"
-            if key in self.in_progress:
-                return summary
-            self.in_progress.add(key)
-            try:
-                special = self._analyse_function(fn, key, frame.cls, is_method=True, top=owner.node,
-                                                 bound={p: bound[p] for p in masks})
-            finally:
-                self.in_progress.discard(key)
-            self._specialized[id(node)] = special
-            return special
+            return self._analysed_for_call(node, summary, f"{owner.name}.{func.attr}", fn, frame.cls, True,
+                                           owner.node, {p: bound[p] for p in masks})
         if not roles & {Role.POSITIONS, Role.ARANGE}:
             return summary
         if isinstance(func, ast.Name) and func.id in self.model.functions and func.id not in self.in_progress:
@@ -3088,11 +3079,16 @@ class Interpreter:
             key, cls, is_method, top = f"{owner.name}.{func.attr}", frame.cls, True, owner.node
         else:
             return summary
+        return self._analysed_for_call(node, summary, key, fn, cls, is_method, top or fn, bound)
+
+    def _analysed_for_call(self, node: ast.Call, summary: Summary, key: str, fn: FunctionNode, cls: ClassInfo | None,
+                           is_method: bool, top: ast.AST, bound: dict[str, Val]) -> Summary:
+        """``fn`` analysed once more for the call ``node``, with what it hands it (``summary`` while in progress)."""
         if key in self.in_progress:
             return summary
         self.in_progress.add(key)
         try:
-            special = self._analyse_function(fn, key, cls, is_method=is_method, top=top or fn, bound=bound)
+            special = self._analyse_function(fn, key, cls, is_method=is_method, top=top, bound=bound)
         finally:
             self.in_progress.discard(key)
         self._specialized[id(node)] = special
