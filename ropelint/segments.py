@@ -438,7 +438,8 @@ def _positions_built(text: bytes, block: _Block, rotaries: list[bytes], float_po
     the rotary's ``forward`` sees them."""
     borrowed = bool(float_positions) and any(
         text.find(b"." + name.encode(), block.begin, block.end) != -1 for name in float_positions)
-    if not borrowed and text.find(b"cumsum(", block.begin, block.end) == -1 \
+    cast = text.find(b".dtype)", block.begin, block.end) != -1
+    if not borrowed and not cast and text.find(b"cumsum(", block.begin, block.end) == -1 \
             and text.find(b"arange(", block.begin, block.end) == -1:
         return []
     if not any(text.find(name, block.begin, block.end) != -1 for name in rotaries):
@@ -446,12 +447,25 @@ def _positions_built(text: bytes, block: _Block, rotaries: list[bytes], float_po
     segment = block.text(text)
     if borrowed:
         borrowed = any(re.search(rf"self\.\w+\.{name}\b", segment) for name in float_positions)
-    if not borrowed and "cumsum(" not in segment and _RANGE_IN_A_DTYPE.search(segment) is None \
+    # ``ids = torch.cat((txt_ids, img_ids)).to(dtype=hidden_states.dtype)``, then ``self.pos_embed(ids)``: ids cast
+    # to the activations' dtype on their way to the rotary.
+    cast_names = {m.group(1) for m in _CAST_ASSIGNED.finditer(segment)} if cast else set()
+    if not borrowed and not cast_names and "cumsum(" not in segment and _RANGE_IN_A_DTYPE.search(segment) is None \
             and _FLOAT_POSITIONS_BUFFER.search(segment) is None:
         return []
     held = {m.group(1): m.group(0) for m in _HELD.finditer(segment) if f"{m.group(2)}(".encode() in rotaries}
+    if cast_names and not borrowed and "cumsum(" not in segment and _RANGE_IN_A_DTYPE.search(segment) is None \
+            and _FLOAT_POSITIONS_BUFFER.search(segment) is None:
+        # Only the cast: kept where one of those names goes straight into a held rotary.
+        held = {attr: assignment for attr, assignment in held.items()
+                if any(re.search(rf"self\.{attr}\(\s*{name}\s*[,)]", segment) for name in cast_names)}
     return [part for attr, assignment in held.items() if f"self.{attr}(" in segment
             for part in (assignment, f"self.{attr}(")]
+
+
+# A name assigned a value cast to another tensor's dtype (``ids = ....to(dtype=hidden_states.dtype)``).
+_CAST_ASSIGNED = re.compile(r"^[ \t]*(\w+)[ \t]*=[^=\n][^\n]*\.to\([ \t]*(?:dtype[ \t]*=[ \t]*)?[\w.]+\.dtype[ \t]*\)[ \t]*$",
+                            re.MULTILINE)
 
 
 # ``register_buffer("position_ids", torch.arange(n).float().unsqueeze(0))``, ``torch.arange(n, dtype=torch.float32)``:
@@ -901,7 +915,11 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
                  and _GLUE_CAST.search(b.text(text))) if takers else ()
     dtype_takers = [f"{b.name}(".encode() for b in blocks if b.name and b.interesting and b.head.startswith("class ")
                     and _forward_takes_dtype(b.text(text))]
-    rotaries = [f"{b.name}(".encode() for b in blocks if b.name and b.interesting and b.head.startswith("class ")]
+    # Rotary classes: kept ones, and rotary-named ones that call a kept function (``FluxPosEmbed.forward`` calling
+    # ``get_1d_rotary_pos_embed``, with no anchor of its own).
+    rotaries = [f"{b.name}(".encode() for b in blocks if b.name and b.head.startswith("class ") and (
+        b.interesting or (_ROTARY_NAME.search(b.name) is not None and kept_functions
+                          and any(call in b.text(text) for call in kept_functions)))]
     aliases, chain = _chained_id_calls(text, takers)
     table_casts = _tables_cast_to_ids(text)
     # Classes that count position ids in a dtype that can round them (what each keeps, found once), and those on the

@@ -5780,3 +5780,116 @@ def test_a_default_mask_made_like_the_embeddings_is_found_through_the_layers():
     assert _found(source) == {(37, "RPL005"): "safe"}
     fixed = _fixed(source)
     assert "position_ids = attention_mask.cumsum(-1, dtype=torch.long) - 1" in fixed and _found(fixed) == {}
+
+
+_IDS_CAST_BEFORE_POS_EMBED = '''\
+        import torch
+        from torch import nn
+
+
+        def axis_tables(dim, pos, theta=10000.0):
+            freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float64, device=pos.device) / dim))
+            freqs = torch.outer(pos.to(torch.float64), freqs)
+            return freqs.cos().float(), freqs.sin().float()
+
+
+        class AxesPosEmbed(nn.Module):
+            def __init__(self, theta, axes_dim):
+                super().__init__()
+                self.theta, self.axes_dim = theta, axes_dim
+
+            def forward(self, ids):
+                pos = ids.float()
+                parts = [axis_tables(d, pos[:, i], self.theta) for i, d in enumerate(self.axes_dim)]
+                return torch.cat([c for c, _ in parts], -1), torch.cat([s for _, s in parts], -1)
+
+
+        class Transformer(nn.Module):
+            def __init__(self, dim=64):
+                super().__init__()
+                self.proj = nn.Linear(dim, dim)
+                self.pos_embed = AxesPosEmbed(10000.0, [16, 16])
+
+            def tables(self, hidden_states, img_ids, txt_ids):
+                ids = torch.cat((txt_ids, img_ids), dim=0){cast}
+                return self.pos_embed(ids)
+'''
+
+
+def test_ids_cast_to_the_activations_dtype_before_a_held_pos_embed_are_found():
+    """Flux-style: token ids cast to `hidden_states.dtype` on their way to a position-embedding module whose
+    `forward` has no anchor of its own (the phase is formed in a module-level helper it calls). The cast is found
+    at its line and made float32; without the cast nothing is reported."""
+    cast = ".to(dtype=hidden_states.dtype)"
+    source = _IDS_CAST_BEFORE_POS_EMBED.replace("{cast}", cast)
+    assert _found(source) == {(29, "RPL005"): "safe"}
+    assert _fixed(source) == textwrap.dedent(source).replace(cast, ".float()")
+    assert _found(_IDS_CAST_BEFORE_POS_EMBED.replace("{cast}", "")) == {}
+
+
+_PUBLIC_ANGLES_HELPER = '''\
+        import torch
+        from torch import Tensor, nn
+
+
+        @torch.jit.script
+        def rotary_angles(position_ids: Tensor, inv_freq: Tensor, like: Tensor) -> Tensor:
+            angles = position_ids.to(torch.float32).unsqueeze(-1) * inv_freq
+            return angles.{cast}
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, x, position_ids):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                angles = rotary_angles(position_ids, inv_freq, {arg})
+                return angles.cos(), angles.sin()
+'''
+
+
+@pytest.mark.parametrize("cast, arg, stand_in, tail", [
+    ("type_as(like)", "x", "x.new_empty((), dtype=torch.float32)", ".type_as(x)"),
+    ("to(like.dtype)", "x", "x.new_empty((), dtype=torch.float32)", ".to(x.dtype)"),
+    ("to(like)", "x.dtype", "torch.float32", ".to(x.dtype)"),
+])
+def test_a_public_helper_casting_the_phase_to_a_dtype_its_caller_passes_gets_a_float32_stand_in(
+        cast: str, arg: str, stand_in: str, tail: str):
+    """`rotary_angles` (public, scripted: other modules may call it) returns the phase cast to `like`'s dtype and
+    the caller takes cos/sin: the helper stays as it is, the call passes a float32 stand-in for `like`, and the
+    tables are cast to what was passed. The fixed file checks clean, so a second fix changes nothing."""
+    source = _PUBLIC_ANGLES_HELPER.replace("{cast}", cast).replace("{arg}", arg)
+    assert _found(source) == {(8, "RPL007"): "safe"}
+    fixed = _fixed(source)
+    expected = textwrap.dedent(source).replace(f"inv_freq, {arg})", f"inv_freq, {stand_in})").replace(
+        "return angles.cos(), angles.sin()", f"return angles.cos(){tail}, angles.sin(){tail}")
+    assert fixed == expected
+    assert _found(fixed) == {}
+    # ``.to(like)`` with a tensor moves to its device too: no stand-in is offered for it.
+    assert _found(_PUBLIC_ANGLES_HELPER.replace("{cast}", "to(like)").replace("{arg}", "x")) == {(8, "RPL007"): None}
+
+
+def test_a_phase_cast_on_its_own_line_inside_parentheses_moves_to_the_tables_as_one_line():
+    """GPT-J's `(torch.einsum(...)\\n    .to(x.device, x.dtype))`: the cast moves after each cos/sin without the line
+    break, which would not parse there."""
+    source = '''\
+        import torch
+
+
+        def fixed_pos_embedding(x, seq_len, base=10000.0):
+            dim = x.shape[-1]
+            inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            sinusoid_inp = (
+                torch.einsum("i , j -> i j", torch.arange(seq_len, dtype=torch.float), inv_freq)
+                .to(x.device, x.dtype)
+            )
+            return torch.sin(sinusoid_inp), torch.cos(sinusoid_inp)
+        '''
+    assert _found(source) == {(8, "RPL007"): "safe"}
+    fixed = _fixed(source)
+    assert fixed == textwrap.dedent(source).replace("        .to(x.device, x.dtype)\n", "").replace(
+        "return torch.sin(sinusoid_inp), torch.cos(sinusoid_inp)",
+        "return torch.sin(sinusoid_inp).to(x.device, x.dtype), torch.cos(sinusoid_inp).to(x.device, x.dtype)")
+    assert _found(fixed) == {}

@@ -480,6 +480,17 @@ def _full_dtype_expr(fn: FunctionNode | None, node: ast.expr, depth: int = 0) ->
     return False
 
 
+def _cast_to_param(site: ast.AST | None, params: tuple[str, ...]) -> str | None:
+    """The parameter ``p`` of a returned cast ``....to(p)``, ``.to(p.dtype)`` or ``.type_as(p)``."""
+    if not (isinstance(site, ast.Call) and isinstance(site.func, ast.Attribute) and site.func.attr in ("to", "type_as")
+            and len(site.args) == 1 and not site.keywords):
+        return None
+    target = site.args[0]
+    if isinstance(target, ast.Attribute) and target.attr == "dtype":
+        target = target.value
+    return target.id if isinstance(target, ast.Name) and target.id in params else None
+
+
 def _returned_dtype_param(summary: Summary) -> str | None:
     """The parameter choosing the dtype of what a function returns, or of the first item of a returned tuple
     that has one (``return inv_freq, attention_factor``)."""
@@ -2112,6 +2123,10 @@ class Interpreter:
                 if chosen.dtype is Dt.FULL:
                     return summary.returns.evolve(dtype=Dt.FULL, site=None, earlier_sites=(), dtype_param=None)
                 return summary.returns.evolve(dtype_param=chosen.param)
+            via = _cast_to_param(summary.returns.site, summary.params)
+            if via is not None and via in bound and bound[via].dtype is Dt.FULL:
+                # ``def angles(p, f, like): return (p * f).type_as(like)`` handed a float32 ``like``: float32.
+                return summary.returns.evolve(dtype=Dt.FULL, site=None, earlier_sites=(), dtype_param=None)
             returned = summary.returns.param
             vararg = self._vararg_of(node, frame)
             starred = [a.value for a in node.args if isinstance(a, ast.Starred)]
@@ -2845,6 +2860,10 @@ class Interpreter:
                          and INT_BY_NAME.match(receiver_node.id))):
             # ``pos.new_zeros(n, d)``: a buffer in the integer dtype of ``pos``; tables written into it truncate.
             return Val(frozenset(), Dt.INT, site=node)
+        if method in ("new_zeros", "new_ones", "new_empty", "new_full") and "dtype" in kvals \
+                and kvals["dtype"].has(Role.DTYPE) and kvals["dtype"].dtype is not Dt.UNKNOWN:
+            # ``x.new_empty((), dtype=torch.float32)``: the dtype named, on the receiver's device.
+            return Val(frozenset(), kvals["dtype"].dtype, site=node)
         if method == "new_tensor" and pos and isinstance(pos[0], ast.Call) and isinstance(pos[0].func, ast.Name) \
                 and pos[0].func.id == "range":
             # ``like.new_tensor(range(n))``: positions in ``like``'s dtype unless ``dtype=`` says otherwise.

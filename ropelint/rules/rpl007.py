@@ -76,7 +76,9 @@ class TrigAfterDowncast(Rule):
             receiver_code = f"({receiver_code})"  # ``(pos * inv_freq).type_as(x)``: the author's parentheses stay
         if not cast_code.startswith(receiver_code):
             return None
-        return receiver_code, cast_code[len(receiver_code):]
+        # ``(torch.einsum(...)\n    .to(x.device, x.dtype))``: the line break before the cast only parses inside the
+        # author's parentheses, not after the cos/sin the tail moves to.
+        return receiver_code, re.sub(r"^[\s\\]+", "", cast_code[len(receiver_code):])
 
     def _fix(self, ctx: RuleContext, cast: Cast, trigs: list[Trig]) -> FixPlan | None:
         split = self._split(ctx, cast)
@@ -176,44 +178,75 @@ class TrigAfterDowncast(Rule):
 
 
 def _returned_fix(ctx: RuleContext, cast: Cast, trigs: list[Trig]) -> FixPlan | None:
-    """A private helper returns the phase cast to a dtype its one caller passes (``return torch.cat((f, f),
-    -1).to(dtype)``, ``.to(like)``) and that caller takes cos/sin of it: the helper returns the float32 phase, and
-    the caller casts the tables to what it passed."""
+    """A helper returns the phase cast to a dtype its caller passes (``return torch.cat((f, f), -1).to(dtype)``,
+    ``.to(like)``, ``.type_as(like)``) and that caller takes cos/sin of it. A private helper called once returns the
+    float32 phase; any other keeps what it returns and the call passes a float32 stand-in for the dtype
+    (``like=x`` -> ``x.new_empty((), dtype=torch.float32)``). Either way the caller casts the tables to what it
+    passed."""
     helper, caller = cast.scope.node, trigs[0].scope.node
-    if not isinstance(helper, (ast.FunctionDef, ast.AsyncFunctionDef)) or not helper.name.startswith("_") \
-            or caller is None or len({t.scope.symbol for t in trigs}) != 1 \
-            or calls_in_text(ctx.source, helper.name) != 1:
+    if not isinstance(helper, (ast.FunctionDef, ast.AsyncFunctionDef)) or caller is None \
+            or len({t.scope.symbol for t in trigs}) != 1:
         return None
     casts = [r.value for r in ast.walk(helper) if isinstance(r, ast.Return)]
     if not any(c is cast.node for c in casts) or not all(
-            isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "to"
+            isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr in ("to", "type_as")
             and len(c.args) == 1 and not c.keywords for c in casts):
         return None
     targets = {ctx.code(c.args[0]) for c in casts}  # type: ignore[union-attr]
+    methods = {c.func.attr for c in casts}  # type: ignore[union-attr]
     target = casts[0].args[0]  # type: ignore[union-attr]
     name = target.value if isinstance(target, ast.Attribute) and target.attr == "dtype" else target
-    call = next((n for n in ast.walk(caller) if isinstance(n, ast.Call) and (dotted(n.func) or [""])[-1] == helper.name),
-                None)
-    if len(targets) != 1 or not isinstance(name, ast.Name) or call is None:
+    calls = [n for n in ast.walk(caller) if isinstance(n, ast.Call) and (dotted(n.func) or [""])[-1] == helper.name]
+    if len(targets) != 1 or len(methods) != 1 or not isinstance(name, ast.Name) or len(calls) != 1:
         return None
+    call = calls[0]
     params = call_params(helper, is_method=isinstance(call.func, ast.Attribute))
     given = dict(zip(params, call.args)) | {k.arg: k.value for k in call.keywords if k.arg}
     arg = given.get(name.id)
     if arg is None or any(isinstance(a, ast.Starred) for a in call.args):
         return None
     passed = ctx.code(arg) if isinstance(arg, (ast.Name, ast.Attribute)) else f"({ctx.code(arg)})"
-    tail = f".to({passed}.dtype)" if name is not target else f".to({passed})"
+    type_as = methods == {"type_as"}
+    tail = f".type_as({passed})" if type_as else f".to({passed}.dtype)" if name is not target else f".to({passed})"
     receivers = [_angle(t.node) for t in trigs]
     allowed = {id(_widened(r)[0]) for r in receivers} | shape_only_reads(caller)
     allowed |= _rearranged_into(caller, allowed) | _sliced_in_place(caller)
     if not only_read_by(ctx, call, caller, allowed):
         return None
-    edits: list[NodeEdit] = [Replace(c, ctx.code(c.func.value)) for c in casts]  # type: ignore[union-attr]
-    for t, r in zip(trigs, receivers):
-        if not _widened(r)[1] and not _is_complex(t.node):
-            edits.append(Replace(t.node, f"{ctx.code(t.node)}{tail}"))
-    return FixPlan("safe", f"return the float32 phase from `{helper.name}` and cast the tables its caller takes "
-                           f"instead", tuple(edits))
+    tables: list[NodeEdit] = [Replace(t.node, f"{ctx.code(t.node)}{tail}") for t, r in zip(trigs, receivers)
+                              if not _widened(r)[1] and not _is_complex(t.node)]
+    if helper.name.startswith("_") and calls_in_text(ctx.source, helper.name) == 1:
+        edits: list[NodeEdit] = [Replace(c, ctx.code(c.func.value)) for c in casts]  # type: ignore[union-attr]
+        return FixPlan("safe", f"return the float32 phase from `{helper.name}` and cast the tables its caller takes "
+                               f"instead", (*edits, *tables))
+    tensor = type_as or name is not target
+    if not tensor and not (isinstance(arg, ast.Attribute) and arg.attr == "dtype"):
+        return None  # ``.to(like)`` with a tensor: its device as well, which a stand-in would have to match
+    stand_in = _float32_stand_in(ctx, helper, name.id, arg, tensor=tensor)
+    if stand_in is None:
+        return None
+    code, imports = stand_in
+    return FixPlan("safe", f"pass `{helper.name}` a float32 stand-in for `{name.id}` (it only takes that dtype from "
+                           f"it) and cast the tables taken of what it returns instead", (Replace(arg, code), *tables,
+                                                                                          *imports))
+
+
+def _float32_stand_in(ctx: RuleContext, helper: ast.FunctionDef | ast.AsyncFunctionDef, param: str, arg: ast.expr,
+                      *, tensor: bool) -> tuple[str, tuple[NodeEdit, ...]] | None:
+    """What to pass as ``param`` so that the helper's casts to it give float32: ``torch.float32`` for a dtype
+    (``dtype=x.dtype``), a float32 scalar tensor on the argument's device for a tensor (``x.new_empty((),
+    dtype=torch.float32)``). Only where the helper reads ``param`` for nothing but its returned casts."""
+    loads = [n for n in ast.walk(helper) if isinstance(n, ast.Name) and n.id == param and isinstance(n.ctx, ast.Load)]
+    returned = [n for r in ast.walk(helper) if isinstance(r, ast.Return) and r.value is not None
+                for n in ast.walk(r.value) if isinstance(n, ast.Name) and n.id == param]
+    if not loads or len(loads) != len(returned):
+        return None
+    torch, imports = ctx.torch_name()
+    if isinstance(arg, ast.Attribute) and arg.attr == "dtype" and not tensor:
+        return f"{torch}.float32", imports
+    if isinstance(arg, ast.Name) and tensor:
+        return f"{arg.id}.new_empty((), dtype={torch}.float32)", imports
+    return None
 
 
 def _callee(ctx: RuleContext, call: TrigInHelper) -> ast.AST | None:
