@@ -5893,3 +5893,55 @@ def test_a_phase_cast_on_its_own_line_inside_parentheses_moves_to_the_tables_as_
         "return torch.sin(sinusoid_inp), torch.cos(sinusoid_inp)",
         "return torch.sin(sinusoid_inp).to(x.device, x.dtype), torch.cos(sinusoid_inp).to(x.device, x.dtype)")
     assert _found(fixed) == {}
+
+
+_EMBEDDING_TABLE = '''\
+        import numpy as np
+        import torch
+        from torch import nn
+
+
+        class SinusoidalTable(nn.Embedding):
+            def __init__(self, num_positions, dim):
+                super().__init__(num_positions, dim)
+                self.weight = self._init_weight(self.weight)
+
+            def _init_weight(self, out):
+                n_pos, dim = out.shape
+                enc = np.arange(n_pos, dtype=np.float64)[:, None] / np.power(10000.0, 2 * (np.arange(dim) // 2) / dim)
+                table = torch.empty(n_pos, dim, dtype=out.dtype)
+                table[:, : dim // 2] = torch.tensor(np.sin(enc[:, 0::2]), dtype=out.dtype)
+                table[:, dim // 2 :] = torch.tensor(np.cos(enc[:, 1::2]), dtype=out.dtype)
+                return nn.Parameter(table, requires_grad=False)
+
+            def forward(self, position_ids):
+                return super().forward(position_ids)
+
+
+        def {use}(sinusoidal_pos, q, k):
+            sin, cos = sinusoidal_pos.chunk(2, dim=-1)
+            return q * cos.repeat(1, 2) + k * sin.repeat(1, 2), k
+
+
+        class Attention(nn.Module):
+            def __init__(self, dim=64):
+                super().__init__()
+                self.qk = nn.Linear(dim, 2 * dim)
+                self.embed_positions = SinusoidalTable(2048, dim)
+
+            def forward(self, hidden_states, position_ids):
+                q, k = self.qk(hidden_states).chunk(2, dim=-1)
+                sinusoidal_pos = self.embed_positions(position_ids)
+                return {use}(sinusoidal_pos, q, k)
+'''
+
+
+def test_a_sinusoidal_table_held_as_an_embedding_weight_and_used_to_rotate_is_reported_without_a_fix():
+    """RoFormer: `self.weight = self._init_weight(self.weight)` with `_init_weight` returning `nn.Parameter(table)`
+    of numpy sin|cos. A module cast rounds it and converting back keeps the rounding (RPL011), but keeping the
+    weight float32 would change what the embedding returns for 16-bit queries: reported with no fix. The same
+    table added to the tokens (no rotary function takes it) is an absolute position embedding: not reported."""
+    rotary = _EMBEDDING_TABLE.replace("{use}", "apply_rotary_position_embeddings")
+    assert _found(rotary) == {(9, "RPL011"): None}
+    assert _fixed(rotary, unsafe=True) == textwrap.dedent(rotary)
+    assert _found(_EMBEDDING_TABLE.replace("{use}", "add_positions")) == {}

@@ -1362,7 +1362,7 @@ class Interpreter:
                 frame.cls.state[name] = StateEntry(existing.ref, val)
                 return
             # Buffer(...)/Parameter(...) evaluate to their argument, so ``val`` is the held value.
-            holder = self._holder_kind(source, val, frame.scope.node)
+            holder = self._holder_kind(source, val, frame.scope.node) or self._returned_holder(source, val, frame)
             entries = self._parameter_container(source, frame) if holder is None else None
             if entries is not None:
                 holder = entries
@@ -1446,6 +1446,23 @@ class Interpreter:
             held = join(held, holder[2])
         return (StateKind.PARAMETER, True, held, all(h[3] for h in holders),
                 all(h[3] or h[4] for h in holders) and any(h[4] for h in holders))
+
+    def _returned_holder(self, source: ast.stmt | None, inner: Val, frame: Frame) -> Holder | None:
+        """``self.weight = self._init_weight(self.weight)`` where every return of ``_init_weight`` is
+        ``nn.Parameter(table, ...)``: registered as that Parameter would be (RoFormer's sinusoidal table)."""
+        value = getattr(source, "value", None)
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                and isinstance(value.func.value, ast.Name) and value.func.value.id == "self" and frame.cls is not None):
+            return None
+        found = self._find_method(frame.cls, value.func.attr)
+        if found is None:
+            return None
+        fn = found[1]
+        returns = [n.value for n in ast.walk(fn) if isinstance(n, ast.Return)]
+        holders = [self._holder_call(r, inner, fn) if isinstance(r, ast.Call) else None for r in returns]
+        if not holders or any(h is None for h in holders) or len({h[0] for h in holders}) != 1:  # type: ignore[index]
+            return None
+        return holders[0]
 
     def _holder_kind(self, source: ast.stmt | None, inner: Val, fn: ast.AST | None) -> Holder | None:
         """``nn.Buffer(v, persistent=...)`` / ``nn.Parameter(v)`` on the right-hand side."""
