@@ -449,14 +449,13 @@ def _positions_built(text: bytes, block: _Block, rotaries: list[bytes], float_po
         borrowed = any(re.search(rf"self\.\w+\.{name}\b", segment) for name in float_positions)
     # ``ids = torch.cat((txt_ids, img_ids)).to(dtype=hidden_states.dtype)``, then ``self.pos_embed(ids)``: ids cast
     # to the activations' dtype on their way to the rotary.
-    cast_names = {m.group(1) for m in _CAST_ASSIGNED.finditer(segment)} if cast else set()
-    if not borrowed and not cast_names and "cumsum(" not in segment and _RANGE_IN_A_DTYPE.search(segment) is None \
-            and _FLOAT_POSITIONS_BUFFER.search(segment) is None:
+    built = borrowed or "cumsum(" in segment or _RANGE_IN_A_DTYPE.search(segment) is not None \
+        or _FLOAT_POSITIONS_BUFFER.search(segment) is not None
+    cast_names = {m.group(1) for m in _CAST_ASSIGNED.finditer(segment)} if cast and not built else set()
+    if not built and not cast_names:
         return []
     held = {m.group(1): m.group(0) for m in _HELD.finditer(segment) if f"{m.group(2)}(".encode() in rotaries}
-    if cast_names and not borrowed and "cumsum(" not in segment and _RANGE_IN_A_DTYPE.search(segment) is None \
-            and _FLOAT_POSITIONS_BUFFER.search(segment) is None:
-        # Only the cast: kept where one of those names goes straight into a held rotary.
+    if not built:  # only the cast: kept where one of those names goes straight into a held rotary
         held = {attr: assignment for attr, assignment in held.items()
                 if any(re.search(rf"self\.{attr}\(\s*{name}\s*[,)]", segment) for name in cast_names)}
     return [part for attr, assignment in held.items() if f"self.{attr}(" in segment

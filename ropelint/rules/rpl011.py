@@ -60,6 +60,6 @@ def _rotates_with(ctx: RuleContext, class_name: str) -> bool:
     embeddings (added to the tokens) are the same tables, and fine in the model's dtype."""
     for held in re.finditer(rf"self\.(\w+)\s*=\s*(?:[\w.]+\.)?{re.escape(class_name)}\(", ctx.source):
         for got in re.finditer(rf"(\w+)\s*=\s*self\.{held.group(1)}\(", ctx.source):
-            if re.search(rf"\w*(?:rotary|rope)\w*\(\s*{got.group(1)}\b", ctx.source, re.IGNORECASE):
+            if re.search(rf"\w*(?:rotary|(?<![a-z])rope)\w*\(\s*{got.group(1)}\b", ctx.source, re.IGNORECASE):
                 return True
     return False
