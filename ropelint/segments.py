@@ -853,6 +853,31 @@ def _with_keyword_constants(text: bytes, blocks: list[_Block],
     return sorted(kept + added) if added else kept
 
 
+_BASES = re.compile(r"\(([^)]*)\)")
+
+
+def _overriding_subclasses(text: bytes, blocks: list[_Block]) -> dict[int, list[str]]:
+    """Classes deriving from a kept class of this file that override a method it calls on ``self``
+    (``Llama3Rotary.compute_inv_freq``, run by the inherited ``forward``): block offset -> ``"def name("`` of
+    each override. What an override reads decides the frequencies the inherited code uses."""
+    kept = {b.name: b for b in blocks if b.name and b.interesting and b.head.startswith("class ")}
+    found: dict[int, list[str]] = {}
+    for b in blocks:
+        if not b.name or b.name in kept or not b.head.startswith("class "):
+            continue
+        bases = _BASES.search(b.head)
+        parents = [p for n in (re.findall(r"\w+", bases.group(1)) if bases else ()) if (p := kept.get(n))]
+        if not parents:
+            continue
+        own = set(_METHOD_DEF.findall(text, b.begin, b.end))
+        called = {name for p in parents for name in own
+                  if re.search(rb"self\." + name + rb"\(", text[p.begin:p.end]) and name != b"__init__"}
+        if called:
+            found[b.begin] = [f"def {name.decode()}(" for name in sorted(called)]
+            kept[b.name] = b
+    return found
+
+
 def select(source: str, data: bytes | None = None) -> Selection | None:
     """The segments worth parsing, or None when nothing in the file can hold RoPE code. ``data``: the
     file's UTF-8 bytes when the caller read them (``source`` encoded, spared the encoding)."""
@@ -933,6 +958,7 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
     borrowed_names = tuple(name for name, _ in float_positions if re.search(
         rb"self\.\w+\." + name.encode() + rb"\b", text) is not None)
     registering = [code for name, code in float_positions if name in borrowed_names]
+    overriders = _overriding_subclasses(text, blocks)
     kept: list[tuple[int, int, int]] = []  # (begin offset, end offset, first line)
     all_kept = True
     for block in blocks:
@@ -962,6 +988,8 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
                 holder = [*holder, "def forward(", "def __init__("]
             if holder:
                 interesting, calls = True, [*kept_functions, *holder]
+        if not interesting and block.begin in overriders:
+            interesting, calls = True, [*calls, *overriders[block.begin]]
         if not interesting and registering and is_class:
             segment = block.text(text)
             found = [code for code in registering if code in segment]

@@ -5945,3 +5945,155 @@ def test_a_sinusoidal_table_held_as_an_embedding_weight_and_used_to_rotate_is_re
     assert _found(rotary) == {(9, "RPL011"): None}
     assert _fixed(rotary, unsafe=True) == textwrap.dedent(rotary)
     assert _found(_EMBEDDING_TABLE.replace("{use}", "add_positions")) == {}
+
+
+_SUBCLASS_OVERRIDE = '''\
+        import math
+
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+            def compute_inv_freq(self, device):
+                return 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32, device=device) / self.dim))
+
+            def forward(self, x, position_ids):
+                inv_freq = self.compute_inv_freq(x.device)
+                freqs = position_ids[..., None].float() * inv_freq
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+        class Llama3Rotary(Rotary):
+            def compute_inv_freq(self, device):
+                inv_freq = self.inv_freq.to(device)
+                wavelen = 2 * math.pi / inv_freq
+                return torch.where(wavelen > 8192, inv_freq / 8, inv_freq)
+'''
+
+
+def test_a_subclass_overriding_the_frequency_method_from_the_rounded_buffer_is_found():
+    """The base class recomputes its frequencies in float32; a subclass overrides only that method and starts from
+    the `inv_freq` buffer a module cast rounds. The subclass has nothing of its own that looks like RoPE (no range,
+    no cos/sin), and the inherited `forward` runs its override: it is found (the triage keeps it) and fixed by
+    rebuilding the frequencies in float32; without the override nothing is reported."""
+    assert _found(_SUBCLASS_OVERRIDE) == {(26, "RPL002"): "safe"}
+    fixed = _fixed(_SUBCLASS_OVERRIDE)
+    assert "inv_freq = self.inv_freq.to(device)" not in fixed
+    assert _found(fixed) == {}
+    assert _found(_SUBCLASS_OVERRIDE.split("\n\n\n        class Llama3Rotary")[0] + "\n") == {}
+
+
+_POSITIONS_METHOD = '''\
+        import torch
+        from torch import nn
+
+
+        class DefaultRotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+            def _positions(self, position_ids):
+                return position_ids.float()
+
+            def forward(self, x, position_ids):
+                t = self._positions(position_ids)
+                inv_freq = 1.0 / (10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float32, device=x.device) / 64))
+                freqs = torch.cat((t[..., None] * inv_freq, t[..., None] * inv_freq), dim=-1)
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+
+
+        class LinearRotary(DefaultRotary):
+            def __init__(self, dim=64, base=10000.0, factor=4.0):
+                super().__init__(dim, base)
+                self.factor = factor
+
+            def _positions(self, position_ids):
+                return position_ids.{cast} / self.factor
+'''
+
+
+def test_integer_positions_cast_inside_a_method_that_returns_them_are_found_there():
+    """`_positions` hands back the ids cast to the dtype of the rounded buffer (`type_as(self.inv_freq)`): the
+    positions are rounded inside the callee, so the finding and its fix are there, not at the call (a `.float()` at
+    the call would come too late). Cast to float32 in the override, nothing is reported."""
+    source = _POSITIONS_METHOD.replace("{cast}", "type_as(self.inv_freq)")
+    assert _found(source) == {(27, "RPL005"): "safe"}
+    fixed = _fixed(source)
+    assert fixed == textwrap.dedent(source).replace(
+        "position_ids.type_as(self.inv_freq) / self.factor",
+        "position_ids.to(self.inv_freq.device, torch.float32) / self.factor")
+    assert _found(fixed) == {}
+    assert _found(_POSITIONS_METHOD.replace("{cast}", "float()")) == {}
+
+
+_GLOBAL_CACHE = '''\
+        import torch
+
+        _CACHE = {}
+
+
+        def get_tables(seq_len, dim, theta, device, dtype):
+            key = (seq_len, dim, theta, device, dtype)
+            if key in _CACHE:
+                return _CACHE[key]
+            inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, device=device, dtype=torch.float32) / dim))
+            t = torch.arange(seq_len, device=device, dtype=dtype)
+            freqs = torch.outer(t, inv_freq.to(dtype))
+            tables = (freqs.cos().repeat(1, 2), freqs.sin().repeat(1, 2))
+            _CACHE[key] = tables
+            return tables
+'''
+
+
+def test_tables_packed_through_a_repeat_keep_the_callers_dtype_when_their_inputs_become_float32():
+    """A cache builder makes positions and frequencies in the caller's `dtype` and packs
+    `(freqs.cos().repeat(1, 2), ...)`: both are made float32 and each cos/sin is cast to `dtype` under its repeat,
+    so what the cache holds and returns keeps the caller's dtype (safe)."""
+    assert _found(_GLOBAL_CACHE) == {(11, "RPL005"): "safe", (12, "RPL006"): "safe"}
+    fixed = _fixed(_GLOBAL_CACHE)
+    assert fixed == textwrap.dedent(_GLOBAL_CACHE).replace(
+        "device=device, dtype=dtype)", "device=device, dtype=torch.float32)").replace(
+        "inv_freq.to(dtype))", "inv_freq.float())").replace(
+        "(freqs.cos().repeat(1, 2), freqs.sin().repeat(1, 2))",
+        "(freqs.cos().to(dtype).repeat(1, 2), freqs.sin().to(dtype).repeat(1, 2))")
+    assert _found(fixed) == {}
+
+
+_FLOAT64_MATMUL = '''\
+        import torch
+
+
+        def rope_inv_freq(dim, base, device=None):
+            return 1.0 / (base ** (torch.arange(0, dim, 2, dtype={dtype}, device=device) / dim))
+
+
+        def rope_cos_sin(position_ids, dim, base, dtype):
+            inv_freq = rope_inv_freq(dim, base, position_ids.device)
+            freqs = torch.matmul(position_ids.to(torch.float64).unsqueeze(-1), inv_freq.unsqueeze(0))
+            emb = torch.cat((freqs, freqs), dim=-1)
+            return emb.cos().to(dtype), emb.sin().to(dtype)
+'''
+
+
+def test_a_matmul_of_float64_operands_one_returned_by_a_helper_is_left_alone():
+    """Autocast leaves float64 matmuls alone (measured at the end, where torch is installed): frequencies a helper
+    of the file returns in float64 count as float64 operands. The same helper in float32 is reported."""
+    assert _found(_FLOAT64_MATMUL.replace("{dtype}", "torch.float64")) == {}
+    assert _found(_FLOAT64_MATMUL.replace("{dtype}", "torch.float32")) == {(10, "RPL003"): "safe"}
+    torch = pytest.importorskip("torch")
+    positions = torch.arange(131060, 131074, dtype=torch.float64)[:, None]
+    inv_freq = 1.0 / (1e4 ** (torch.arange(0, 64, 2, dtype=torch.float64) / 64))[None, :]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        phase = torch.matmul(positions, inv_freq)
+    assert phase.dtype == torch.float64
+    assert float((phase - positions * inv_freq).abs().max()) < 1e-9

@@ -2164,6 +2164,11 @@ class Interpreter:
                             and summary.returns.site is not None:
                         # ``def _float_mask(h, mask): return mask.to(h.dtype)``: handed back in the dtype it cast to.
                         handed = handed.evolve(dtype=summary.returns.dtype, site=node)
+                    elif summary.returns.dtype in (Dt.RUNTIME, Dt.LOW) and handed.dtype is Dt.INT \
+                            and handed.has(Role.POSITIONS) and summary.returns.site is not None:
+                        # ``def _positions(self, ids): return ids.type_as(self.inv_freq) / self.factor``: integer
+                        # positions cast inside the callee, where a 16-bit dtype rounds them.
+                        handed = handed.evolve(dtype=summary.returns.dtype, site=summary.returns.site)
                     return handed
             rounded = tuple(r for v in vals if not v.roles - {Role.INV_FREQ, Role.SCALAR}
                             for r in v.reads if r.follows_module_casts)

@@ -182,10 +182,26 @@ def _packed_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, 
     if fn is None:
         return ()
     trigs = [n for n in ast.walk(fn) if is_trig_call(n)]
-    packed = {id(el) for n in ast.walk(fn) if isinstance(n, (ast.Tuple, ast.List)) for el in n.elts}
+    # (Through a reshaping chain: ``(freqs.cos().repeat(1, 2), ...)`` keeps the dtype of the cos it repeats.)
+    packed = {id(_under_reshapes(el)) for n in ast.walk(fn) if isinstance(n, (ast.Tuple, ast.List)) for el in n.elts}
     if not trigs or any(id(t) not in packed for t in trigs):
         return ()
     return tuple(Replace(t, f"{ctx.code(t)}.to({dtype})") for t in trigs)
+
+
+_RESHAPES = frozenset({"repeat", "repeat_interleave", "unsqueeze", "squeeze", "view", "reshape", "flatten",
+                       "contiguous", "expand", "transpose", "permute"})
+
+
+def _under_reshapes(node: ast.expr) -> ast.expr:
+    """The value a chain of reshapes and subscripts starts from (``x.repeat(1, 2)[None]`` -> ``x``)."""
+    while True:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _RESHAPES:
+            node = node.func.value
+        else:
+            return node
 
 
 def _unsafe_because(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Scope) -> str:

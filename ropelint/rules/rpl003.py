@@ -451,7 +451,17 @@ def _float64_expr(ctx: RuleContext, node: ast.AST, fn: ast.AST, constants: froze
     # ``seq = seq * (1.0 / factor)``: an update of the float64 tensor by a number keeps float64.
     updates = [v for v in values if any(_local_or_self(n) == target for n in ast.walk(v))]
     made = [v for v in values if v not in updates]
-    return bool(made) and all(_float64_expr(ctx, v, fn, constants, depth + 1) for v in made)
+    return bool(made) and all(_float64_expr(ctx, v, fn, constants, depth + 1)
+                              or _float64_returned(ctx, v, constants, depth + 1) for v in made)
+
+
+def _float64_returned(ctx: RuleContext, value: ast.AST, constants: frozenset[str], depth: int) -> bool:
+    """``rope_inv_freq(dim, base, device)``, a function of this file every return of which is float64."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)) or depth > 6:
+        return False
+    callee = ctx.model.functions.get(value.func.id)
+    returns = [r.value for r in ast.walk(callee) if isinstance(r, ast.Return)] if callee is not None else []
+    return bool(returns) and all(r is not None and _float64_expr(ctx, r, callee, constants, depth) for r in returns)
 
 
 _SHAPE_ONLY = frozenset({"unsqueeze", "expand", "expand_as", "reshape", "view", "transpose", "permute", "flatten",
