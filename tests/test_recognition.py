@@ -6097,3 +6097,181 @@ def test_a_matmul_of_float64_operands_one_returned_by_a_helper_is_left_alone():
         phase = torch.matmul(positions, inv_freq)
     assert phase.dtype == torch.float64
     assert float((phase - positions * inv_freq).abs().max()) < 1e-9
+
+
+_UNCAST_TABLES = '''\
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+                self.register_buffer("inv_freq", inv_freq)
+
+            def forward(self, x, seq_len):
+                t = torch.arange(seq_len, device=x.device, dtype=self.inv_freq.dtype)
+                freqs = torch.outer(t, self.inv_freq)
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos(), emb.sin()
+
+
+        def rotate_half(x):
+            x1, x2 = x.chunk(2, dim=-1)
+            return torch.cat((-x2, x1), dim=-1)
+
+
+        class Attention(nn.Module):
+            def __init__(self, hidden=256, heads=4):
+                super().__init__()
+                self.heads, self.head_dim = heads, hidden // heads
+                self.qkv = nn.Linear(hidden, 3 * hidden)
+                self.rotary = Rotary(self.head_dim)
+
+            def forward(self, h):
+                b, s, _ = h.shape
+                q, k, v = self.qkv(h).view(b, s, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+                cos, sin = self.rotary(v, s)
+                q = q * cos + rotate_half(q) * sin
+                k = k * cos + rotate_half(k) * sin
+                return F.scaled_dot_product_attention(q, k, v)
+'''
+
+
+def _module_from(source: str, tmp_path, name: str):  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tables_returned_uncast_keep_the_activations_dtype_when_their_phase_becomes_float32(tmp_path):
+    """Positions built in the buffer's dtype and the buffer itself, both 16-bit after `model.bfloat16()`: the tables
+    came out in the model's dtype with no cast. Making the phase float32 alone would hand float32 tables to `q * cos`,
+    and the attention would raise on float32 queries with bfloat16 values (the original ran); so both fixes also
+    cast the returned tables to `x.dtype`, and the fixed model runs in bfloat16 with exact tables."""
+    fixed = _fixed(_UNCAST_TABLES)
+    assert "return emb.cos().to(x.dtype), emb.sin().to(x.dtype)" in fixed
+    assert "dtype=torch.float32)" in fixed and _found(fixed) == {}
+    assert _fixed(fixed) == fixed
+    torch = pytest.importorskip("torch")
+    original = _module_from(textwrap.dedent(_UNCAST_TABLES), tmp_path, "uncast_original")
+    repaired = _module_from(fixed, tmp_path, "uncast_fixed")
+    h = torch.randn(1, 8, 256, dtype=torch.bfloat16)
+    for module in (original, repaired):
+        model = module.Attention().bfloat16()
+        assert model(h).dtype == torch.bfloat16
+    rotary = repaired.Rotary().bfloat16().float()
+    cos, _ = rotary(torch.zeros(1), 131073)
+    exact = torch.cos(torch.tensor(131072.0, dtype=torch.float64))
+    assert cos.dtype == torch.float32 and abs(float(cos[131072, 0]) - float(exact)) < 1e-4
+
+
+_DTYPE_HANDED_TO_A_BUILDER = '''\
+        import torch
+        from torch import nn
+
+
+        def _inv_freq(dim, base, device=None, dtype=torch.float32):
+            exponent = torch.arange(0, dim, 2, dtype=torch.int64, device=device).float() / dim
+            return (1.0 / (base ** exponent)).to(dtype)
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, x, position_ids):
+                inv_freq = _inv_freq(self.dim, self.base, device=x.device, dtype=x.dtype)
+                freqs = position_ids[:, :, None].to(inv_freq.dtype) * inv_freq[None, None, :]
+                emb = freqs.repeat(1, 1, 2)
+                return emb.cos(), emb.sin()
+'''
+
+
+def test_a_caller_passing_float32_to_a_builder_casts_the_tables_it_returns_back_to_what_it_passed():
+    """The builder makes the frequencies in the dtype its caller passes (`x.dtype`), and the caller returns the
+    tables uncast: passing float32 at the call also casts the returned tables to `x.dtype`, so what forward returns
+    keeps its dtype."""
+    assert _found(_DTYPE_HANDED_TO_A_BUILDER) == {(7, "RPL006"): "safe", (17, "RPL005"): "safe"}
+    fixed = _fixed(_DTYPE_HANDED_TO_A_BUILDER)
+    assert fixed == textwrap.dedent(_DTYPE_HANDED_TO_A_BUILDER).replace(
+        "device=x.device, dtype=x.dtype)", "device=x.device, dtype=torch.float32)").replace(
+        ".to(inv_freq.dtype) * inv_freq", ".float() * inv_freq").replace(
+        "return emb.cos(), emb.sin()", "return emb.cos().to(x.dtype), emb.sin().to(x.dtype)")
+    assert _found(fixed) == {}
+
+
+_PHASE_ROTATED_ELSEWHERE = '''\
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, dim, base=10000):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+                self.register_buffer("inv_freq", inv_freq)
+
+            def forward(self, max_seq_len):
+                seq = torch.arange(max_seq_len, device=self.inv_freq.device)
+                seq = seq.type_as(self.inv_freq)
+                freqs = torch.einsum("i , j -> i j", seq, self.inv_freq)
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb[:, None, None, :]
+
+
+        def _rotate_half(x):
+            x1, x2 = torch.chunk(x, 2, dim=-1)
+            return torch.cat((-x2, x1), dim=-1)
+
+
+        def apply_rotary_pos_emb(t, freqs):
+            dtype = t.dtype
+            t = (t * freqs.cos()) + (_rotate_half(t) * freqs.sin())
+            return t{tail}
+
+
+        class Attention(nn.Module):
+            def __init__(self, hidden=256, heads=4):
+                super().__init__()
+                self.heads, self.head_dim = heads, hidden // heads
+                self.qkv = nn.Linear(hidden, 3 * hidden, bias=False)
+                self.rotary_pos_emb = RotaryEmbedding(self.head_dim)
+
+            def forward(self, h):
+                s, b, _ = h.shape
+                q, k, v = self.qkv(h).view(s, b, self.heads, 3 * self.head_dim).split(self.head_dim, dim=-1)
+                freqs = self.rotary_pos_emb(s)
+                q, k = apply_rotary_pos_emb(q, freqs), apply_rotary_pos_emb(k, freqs)
+                q, k, v = (x.permute(1, 2, 0, 3) for x in (q, k, v))
+                return F.scaled_dot_product_attention(q, k, v)
+'''
+
+
+def test_a_phase_rotated_by_a_helper_is_cast_to_the_rotated_tensor_there_when_it_becomes_float32(tmp_path):
+    """NeMo/Megatron shape: the rotary returns the phase, in the buffer's dtype (16-bit after `model.bfloat16()`), and
+    `apply_rotary_pos_emb(t, freqs)` rotates `t` by its cos/sin. The fixes make the phase float32, so they also cast
+    the tables to `t.dtype` where they meet it: without that, float32 queries would meet bfloat16 values in the
+    attention, which raises (measured below: the original runs, the fixed one runs too). A helper that casts what it
+    returns (`.type(dtype)`, rotating in float32 on purpose) is left as it is."""
+    source = _PHASE_ROTATED_ELSEWHERE.replace("{tail}", "")
+    fixed = _fixed(source)
+    assert "t = (t * freqs.cos().to(t.dtype)) + (_rotate_half(t) * freqs.sin().to(t.dtype))" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    cast_back = _fixed(_PHASE_ROTATED_ELSEWHERE.replace("{tail}", ".type(dtype)"))
+    assert "t = (t * freqs.cos()) + (_rotate_half(t) * freqs.sin())\n    return t.type(dtype)" in cast_back
+    torch = pytest.importorskip("torch")
+    h = torch.randn(8, 1, 256, dtype=torch.bfloat16)
+    for name, text in (("phase_original", textwrap.dedent(source)), ("phase_fixed", fixed)):
+        model = _module_from(text, tmp_path, name).Attention().bfloat16()
+        assert model(h).dtype == torch.bfloat16

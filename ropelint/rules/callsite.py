@@ -14,8 +14,8 @@ import re
 from collections import Counter
 
 from ..diagnostics import FixPlan, NodeEdit, Replace
-from ..model.interpreter import call_argument, call_params, float32_defaulted, held_class, in_file_mro
-from .base import RuleContext, calls_in_text, later_loads
+from ..model.interpreter import call_argument, call_params, float32_defaulted, held_class, in_file_mro, is_trig_call
+from .base import RuleContext, calls_in_text, is_atom, later_loads
 from .construction import assigned_value
 
 
@@ -44,13 +44,19 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
     torch, imports = ctx.torch_name()
     edits: list[NodeEdit] = []
     confined = True
+    kept_dtype: dict[int, tuple[Replace, ...] | None] = {}
     for caller, call, given in {id(given): (caller, call, given) for caller, call, given in roots}.values():
         if ctx.code(given).endswith("float32"):
             continue
         edits.append(Replace(given, f"{torch}.float32"))
         confined = confined and _feeds_only_own_calls(ctx, caller, getattr(call, "written", call))
+        if id(caller) not in kept_dtype:  # (one dtype per caller: the first call's, when it calls several times)
+            kept_dtype[id(caller)] = tables_kept_in(ctx, caller, ctx.code(given))
     if not edits:
         return None
+    if any(casts is None for casts in kept_dtype.values()):
+        return None  # tables the callers return uncast would change dtype, and no cast can be placed for them
+    edits += [cast for casts in kept_dtype.values() if casts for cast in casts]
     description = f"pass `{torch}.float32` as `{param}` where this file calls `{fn.name}` (its default stays)"
     indirect = sorted({(ctx.line_of(call), ctx.code(call.func)) for _, call, _ in roots
                        if _called_name(call) != fn.name})
@@ -61,6 +67,43 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
         return FixPlan("safe", description, (*edits, *imports))
     return FixPlan("unsafe", f"{description} (a call's result is used beyond this file's own functions)",
                    (*edits, *imports))
+
+
+_CASTS = frozenset({"to", "type", "type_as", "float", "double", "half", "bfloat16"})
+
+
+def tables_kept_in(ctx: RuleContext, caller: ast.AST, dtype: str) -> tuple[Replace, ...] | None:
+    """Casts to ``dtype`` for the cos/sin tables ``caller`` returns uncast (``return emb.cos(), emb.sin()``): they
+    took the dtype it passed from their inputs, and float32 inputs would hand float32 tables to 16-bit queries (the
+    attention then raises on mixed dtypes). () when none is needed; None when one is needed but a return also
+    holds something else."""
+    values: list[ast.expr] = []
+    for node in ast.walk(caller):
+        if isinstance(node, ast.Return) and node.value is not None:
+            values += node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+    tables = [v for v in values if _trig_valued(caller, v)]
+    uncast = [v for v in tables if not _ends_in_cast(caller, v)]
+    if not uncast:
+        return ()
+    if len(tables) != len(values):
+        return None
+    return tuple(Replace(v, f"{ctx.code(v)}.to({dtype})" if is_atom(v) else f"({ctx.code(v)}).to({dtype})")
+                 for v in uncast)
+
+
+def _trig_valued(fn: ast.AST, value: ast.expr) -> bool:
+    """``emb.cos()`` (under reshapes), or a local assigned one (``cos = emb.cos()``)."""
+    if any(is_trig_call(n) for n in ast.walk(value)):
+        return True
+    found = assigned_value(fn, value.id, value) if isinstance(value, ast.Name) else None
+    return found is not None and found[0] is not None and any(is_trig_call(n) for n in ast.walk(found[0]))
+
+
+def _ends_in_cast(fn: ast.AST, value: ast.expr) -> bool:
+    if isinstance(value, ast.Name):
+        found = assigned_value(fn, value.id, value)
+        value = found[0] if found is not None and found[0] is not None else value
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _CASTS
 
 
 def _root_calls(ctx: RuleContext, cls_name: str | None, fn: ast.FunctionDef, param: str, depth: int = 0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 
 from ..diagnostics import FixPlan, Replace
-from ..model.events import Scope
+from ..model.events import Scope, TrigInHelper
 from ..model.interpreter import ACTIVATION_PARAMS, held_class, in_file_mro, is_runtime_inv_freq, is_trig_call
 from ..model.names import TORCH_DTYPES_INT, dotted, qualname
 from ..model.values import Dt, Role
@@ -22,7 +22,7 @@ from .base import (
     shape_only_reads,
     spelled_as_tensor,
 )
-from .callsite import caller_dtype_fix, calls_of
+from .callsite import caller_dtype_fix, calls_of, tables_kept_in
 from .construction import assigned_value
 
 # Calls that take integer indices: positions made float32 would break them.
@@ -129,7 +129,105 @@ def plan_fix(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Sco
                            (*edits, *casts))
     if why:
         return FixPlan("unsafe", f"{description} ({why})", edits)
+    consumers = [p for p in ctx.model.products if any(s is site for s in (*p.positions.sites, *p.freq.sites))]
+    kept = boundary_casts(ctx, consumers) if dtype is not None else ()
+    if kept:
+        return FixPlan("safe", f"{description}, {BOUNDARY_CASTS}", (*edits, *kept))
     return FixPlan("safe", description, edits)
+
+
+BOUNDARY_CASTS = "and cast the tables to the dtype of the activations they meet"
+
+
+def boundary_casts(ctx: RuleContext, products: list) -> tuple[Replace, ...]:  # type: ignore[type-arg]
+    """Casts to the activations' dtype for the cos/sin tables a function returns uncast, when the fix makes the
+    phase they come from float32 where both its inputs could be 16-bit: they were in the model's dtype, and float32
+    tables would make ``q * cos`` float32 queries, which the attention's matmul with 16-bit values rejects."""
+    functions: dict[int, ast.AST] = {}
+    for product in products:
+        if product.positions.dtype is Dt.FULL or product.freq.dtype is Dt.FULL:
+            continue
+        trigs = [t for t in (*ctx.model.trigs, *ctx.model.helper_trigs)
+                 if t.arg.product is product.node or (t.scope.symbol == product.scope.symbol and t.arg.has(Role.PHASE))]
+        if not trigs:
+            # The phase leaves its function (Megatron's ``return emb``) and the holder handing it on is out of
+            # sight: the file's functions taking cos/sin of a phase parameter (``apply_rotary_pos_emb(t, freqs)``).
+            trigs = [t for t in ctx.model.trigs if t.arg.product is None and t.arg.param is not None
+                     and t.arg.has(Role.PHASE) and t.scope.symbol != product.scope.symbol]
+        for t in trigs:
+            if t.arg.dtype is Dt.FULL:
+                continue
+            # A phase handed to a helper (``apply_rotary_pos_emb(q, freqs)``) has its cos/sin taken there.
+            fn = _function(ctx, t.scope.symbol) if not isinstance(t, TrigInHelper) else \
+                ctx.model.functions.get(t.callee) or _function(ctx, f"{t.scope.symbol.split('.')[0]}.{t.callee}")
+            if fn is not None:
+                functions[id(fn)] = fn
+    edits: list[Replace] = []
+    for fn in functions.values():
+        params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
+        activation = next((p for p in params if ACTIVATION_PARAMS.match(p)), None)
+        casts = tables_kept_in(ctx, fn, f"{activation}.dtype") if activation is not None else ()
+        edits += casts or ()
+        edits += _rotation_casts(ctx, fn)
+    return tuple(edits)
+
+
+def _rotation_casts(ctx: RuleContext, fn: ast.AST) -> list[Replace]:
+    """``t * freqs.cos()`` -> ``t * freqs.cos().to(t.dtype)`` (and ``q * cos`` with ``cos = emb.cos()``): where the
+    function rotates a tensor by tables it takes itself, the tables meet it in its own dtype, as they did when the
+    phase had the model's dtype."""
+    if _casts_its_output(fn):
+        return []  # ``return out.type(orig_dtype)``: rotated in float32 on purpose, handed back in the input's dtype
+    trig_locals = {t.targets[0].id for t in ast.walk(fn) if isinstance(t, ast.Assign) and len(t.targets) == 1
+                   and isinstance(t.targets[0], ast.Name) and _trig_under_reshapes(t.value)}
+    edits: list[Replace] = []
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+            continue
+        for table, other in ((node.left, node.right), (node.right, node.left)):
+            rotated = _rotated_name(other)
+            if rotated is None or rotated.id in trig_locals or _trig_under_reshapes(other):
+                continue
+            if _trig_under_reshapes(table) or (isinstance(table, ast.Name) and table.id in trig_locals):
+                text = ctx.code(table)
+                cast = f"{text}.to({rotated.id}.dtype)" if is_atom(table) else f"({text}).to({rotated.id}.dtype)"
+                edits.append(Replace(table, cast))
+                break
+    return edits
+
+
+_OUTPUT_CASTS = frozenset({"type", "to", "type_as"})
+
+
+def _casts_its_output(fn: ast.AST) -> bool:
+    """Every value the function returns is cast (``out.type(dtype)``), directly or as the last assignment of the
+    returned name before the return."""
+    returns = [r for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None]
+
+    def cast(value: ast.expr, before: int) -> bool:
+        if isinstance(value, ast.Name):
+            last = max((a for a in ast.walk(fn) if isinstance(a, ast.Assign) and a.lineno < before
+                        and any(isinstance(t, ast.Name) and t.id == value.id for t in a.targets)),
+                       key=lambda a: a.lineno, default=None)
+            value = last.value if last is not None else value
+        return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+            and value.func.attr in _OUTPUT_CASTS
+    return bool(returns) and all(
+        all(cast(v, r.lineno) for v in (r.value.elts if isinstance(r.value, ast.Tuple) else [r.value]))
+        for r in returns)
+
+
+def _rotated_name(node: ast.expr) -> ast.Name | None:
+    """``t``, ``q[..., :d]``, ``rotate_half(t)``: the tensor a table multiplies (through a same-file rotation
+    helper's first argument)."""
+    node = _under_reshapes(node)
+    while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+        node = _under_reshapes(node.args[0])
+    return node if isinstance(node, ast.Name) else None
+
+
+def _trig_under_reshapes(node: ast.expr) -> bool:
+    return is_trig_call(_under_reshapes(node))
 
 
 def _return_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, ...]:

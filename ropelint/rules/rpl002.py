@@ -9,7 +9,7 @@ from ..model.names import dotted, string_value
 from ..model.values import Dt, Role, StateKind, StateRead
 from .base import Rule, RuleContext, tuple_code
 from .builder import extract_builder
-from .casts import dtype_change
+from .casts import BOUNDARY_CASTS, boundary_casts, dtype_change
 from .construction import assigned_value, match_default
 from .keep import construction_casts, keep_fix, rotary_siblings
 from .lazy import lazy_default
@@ -102,6 +102,8 @@ class InvFreqInModuleState(Rule):
             change = dtype_change(ctx, readers, product.scope)
             if change:
                 fix = FixPlan("unsafe", f"{fix.description} ({change})", fix.edits)
+            elif kept := boundary_casts(ctx, readers):
+                fix = FixPlan("safe", f"{fix.description}, {BOUNDARY_CASTS}", (*fix.edits, *kept))
         if fix is None and why:
             message += f" (no automatic fix: {why})"
         ctx.report(self.code, read.node, message, product.scope, fix)
