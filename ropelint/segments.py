@@ -259,6 +259,16 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
                    for name in (m.group(1) or m.group(2) for m in _REGISTERED.finditer(text))):
                 kept.append((start, stop))
                 skipped.remove((start, stop, text))
+    # A method that registers what a kept one builds (litgpt's ``max_seq_length`` setter:
+    # ``cos, sin = self.rope_cache()`` then ``self.register_buffer("cos", cos, ...)``): module casts reach those tables.
+    if any_method and skipped:
+        builders = [f"self.{m.group(1)}(" for a, b in kept for m in [_DEF_NAME.match(
+            next((ln for ln in lines[a:b] if not ln.lstrip().startswith("@")), ""))] if m and a > 0]
+        for start, stop, text in list(skipped):
+            if builders and any(call in text for call in builders) and any(
+                    _TABLE_NAME.search(m.group(1) or m.group(2)) for m in _REGISTERED.finditer(text)):
+                kept.append((start, stop))
+                skipped.remove((start, stop, text))
     # A method that casts registered state (``self.cos_sin_cache = self.cos_sin_cache.to(positions)`` in vLLM's
     # ``forward_native``): module casts are not the only ones that reach a cached table.
     if any_method and skipped:
@@ -280,6 +290,8 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
 # Registered state whose name says it can shape frequencies (``long_factor``, ``omega``); a causal ``bias``
 # buffer that an attention ``forward`` reads is no reason to parse its ``__init__``.
 _STATE_NAME = re.compile(r"factor|scale|freq|theta|omega|band|rope|rotary|angle|phase|inv")
+# Registered state named as cos/sin tables (``cos``, ``sin_cached``, ``_cos_table``): not a fixed sinusoidal ``weight``.
+_TABLE_NAME = re.compile(r"(?:^|_)(?:cos|sin)(?:_|$)")
 _REGISTERED = re.compile(r"register_buffer\(\s*[\"'](\w+)[\"']|self\.(?=\w+\s*=\s*(?:[\w.]+\.)?(?:Parameter|Buffer)\()(\w+)")
 
 

@@ -6275,3 +6275,48 @@ def test_a_phase_rotated_by_a_helper_is_cast_to_the_rotated_tensor_there_when_it
     for name, text in (("phase_original", textwrap.dedent(source)), ("phase_fixed", fixed)):
         model = _module_from(text, tmp_path, name).Attention().bfloat16()
         assert model(h).dtype == torch.bfloat16
+
+
+_SETTER_REGISTERS_TABLES = '''\
+        import torch
+        from torch import nn
+
+
+        class GPT(nn.Module):
+            def __init__(self, n_elem=64, block_size=4096):
+                super().__init__()
+                self.n_elem = n_elem
+                self.lm_head = nn.Linear(n_elem, 10)
+                self.max_seq_length = block_size
+
+            @property
+            def max_seq_length(self):
+                return self._max_seq_length
+
+            @max_seq_length.setter
+            def max_seq_length(self, value):
+                self._max_seq_length = value
+                if not hasattr(self, "{name}"):
+                    {name}, sin = self.rope_cache()
+                    self.register_buffer("{name}", {name}, persistent=False)
+                    self.register_buffer("sin", sin, persistent=False)
+
+            def rope_cache(self):
+                return build_rope_cache(self._max_seq_length, self.n_elem)
+
+
+        def build_rope_cache(seq_len, n_elem, base=10000):
+            theta = 1.0 / (base ** (torch.arange(0, n_elem, 2).float() / n_elem))
+            seq_idx = torch.arange(seq_len).float()
+            idx_theta = torch.outer(seq_idx, theta).repeat(1, 2)
+            return torch.cos(idx_theta), torch.sin(idx_theta)
+'''
+
+
+def test_tables_registered_by_a_property_setter_from_a_kept_builder_are_found():
+    """litgpt: the `max_seq_length` setter registers the cos/sin that `self.rope_cache()` builds, as buffers a module
+    cast rounds. The setter has nothing the triage looks for but the call of a kept method and the registration of
+    table-named state, which keep it. State with another name (`weight`: transformers 5.24's fixed sinusoidal speaker
+    table, not a rotation) does not keep the setter, so nothing is reported for it."""
+    assert _found(_SETTER_REGISTERS_TABLES.replace("{name}", "cos")) == {(21, "RPL011"): "safe", (22, "RPL011"): "safe"}
+    assert _found(_SETTER_REGISTERS_TABLES.replace("{name}", "weight").replace('"sin", sin', '"bias", sin')) == {}
