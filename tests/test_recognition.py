@@ -6320,3 +6320,61 @@ def test_tables_registered_by_a_property_setter_from_a_kept_builder_are_found():
     table, not a rotation) does not keep the setter, so nothing is reported for it."""
     assert _found(_SETTER_REGISTERS_TABLES.replace("{name}", "cos")) == {(21, "RPL011"): "safe", (22, "RPL011"): "safe"}
     assert _found(_SETTER_REGISTERS_TABLES.replace("{name}", "weight").replace('"sin", sin', '"bias", sin')) == {}
+
+
+_CACHED_TABLES_RETURNED_UNCAST = '''\
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=64, max_len=4096, base=10000.0):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+                freqs = torch.outer(torch.arange(max_len).float(), inv_freq)
+                emb = torch.cat((freqs, freqs), dim=-1)
+                self.register_buffer("cos_cached", emb.cos(), persistent=False)
+                self.register_buffer("sin_cached", emb.sin(), persistent=False)
+
+            def forward(self, x, seq_len):
+                return self.cos_cached[:seq_len], self.sin_cached[:seq_len]
+
+
+        def rotate_half(x):
+            x1, x2 = x.chunk(2, dim=-1)
+            return torch.cat((-x2, x1), dim=-1)
+
+
+        class Attention(nn.Module):
+            def __init__(self, hidden=256, heads=4):
+                super().__init__()
+                self.heads, self.head_dim = heads, hidden // heads
+                self.qkv = nn.Linear(hidden, 3 * hidden)
+                self.rotary = Rotary(self.head_dim)
+
+            def forward(self, h):
+                b, s, _ = h.shape
+                q, k, v = self.qkv(h).view(b, s, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+                cos, sin = self.rotary(v, s)
+                q = q * cos + rotate_half(q) * sin
+                k = k * cos + rotate_half(k) * sin
+                return F.scaled_dot_product_attention(q, k, v)
+'''
+
+
+def test_cached_tables_kept_float32_are_returned_in_the_activations_dtype(tmp_path):
+    """Cached cos/sin buffers returned as they are: `model.bfloat16()` made them bfloat16 (rounded), and the queries
+    rotated by them stayed bfloat16. Keeping them float32 alone would make `q * cos` float32 and the attention raise
+    on bfloat16 values; the fix also casts what `forward` returns to `x.dtype` (the model runs, measured below)."""
+    fixed = _fixed(_CACHED_TABLES_RETURNED_UNCAST)
+    assert "return self.cos_cached[:seq_len].to(x.dtype), self.sin_cached[:seq_len].to(x.dtype)" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    torch = pytest.importorskip("torch")
+    h = torch.randn(1, 8, 256, dtype=torch.bfloat16)
+    for name, text in (("cached_original", textwrap.dedent(_CACHED_TABLES_RETURNED_UNCAST)), ("cached_fixed", fixed)):
+        model = _module_from(text, tmp_path, name).Attention().bfloat16()
+        assert model(h).dtype == torch.bfloat16
+    rotary = _module_from(fixed, tmp_path, "cached_fixed_again").Rotary().bfloat16().float()
+    cos, _ = rotary(torch.zeros(()), 4096)
+    assert abs(float(cos[4095, 0]) - float(torch.cos(torch.tensor(4095.0, dtype=torch.float64)))) < 1e-5

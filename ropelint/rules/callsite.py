@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
+from collections.abc import Callable
 
 from ..diagnostics import FixPlan, NodeEdit, Replace
 from ..model.interpreter import call_argument, call_params, float32_defaulted, held_class, in_file_mro, is_trig_call
@@ -72,16 +73,17 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
 _CASTS = frozenset({"to", "type", "type_as", "float", "double", "half", "bfloat16"})
 
 
-def tables_kept_in(ctx: RuleContext, caller: ast.AST, dtype: str) -> tuple[Replace, ...] | None:
+def tables_kept_in(ctx: RuleContext, caller: ast.AST, dtype: str,
+                   is_table: Callable[[ast.AST], bool] = is_trig_call) -> tuple[Replace, ...] | None:
     """Casts to ``dtype`` for the cos/sin tables ``caller`` returns uncast (``return emb.cos(), emb.sin()``): they
     took the dtype it passed from their inputs, and float32 inputs would hand float32 tables to 16-bit queries (the
     attention then raises on mixed dtypes). () when none is needed; None when one is needed but a return also
-    holds something else."""
+    holds something else. ``is_table``: what makes a node a table (a cos/sin call, or a read of kept state)."""
     values: list[ast.expr] = []
     for node in ast.walk(caller):
         if isinstance(node, ast.Return) and node.value is not None:
             values += node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
-    tables = [v for v in values if _trig_valued(caller, v)]
+    tables = [v for v in values if table_valued(caller, v, is_table)]
     uncast = [v for v in tables if not _ends_in_cast(caller, v)]
     if not uncast:
         return ()
@@ -91,12 +93,12 @@ def tables_kept_in(ctx: RuleContext, caller: ast.AST, dtype: str) -> tuple[Repla
                  for v in uncast)
 
 
-def _trig_valued(fn: ast.AST, value: ast.expr) -> bool:
+def table_valued(fn: ast.AST, value: ast.expr, is_table: Callable[[ast.AST], bool] = is_trig_call) -> bool:
     """``emb.cos()`` (under reshapes), or a local assigned one (``cos = emb.cos()``)."""
-    if any(is_trig_call(n) for n in ast.walk(value)):
+    if any(is_table(n) for n in ast.walk(value)):
         return True
     found = assigned_value(fn, value.id, value) if isinstance(value, ast.Name) else None
-    return found is not None and found[0] is not None and any(is_trig_call(n) for n in ast.walk(found[0]))
+    return found is not None and found[0] is not None and any(is_table(n) for n in ast.walk(found[0]))
 
 
 def _ends_in_cast(fn: ast.AST, value: ast.expr) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 
 from ..diagnostics import FixPlan, Replace
 from ..model.events import Scope, TrigInHelper
@@ -22,7 +23,7 @@ from .base import (
     shape_only_reads,
     spelled_as_tensor,
 )
-from .callsite import caller_dtype_fix, calls_of, tables_kept_in
+from .callsite import caller_dtype_fix, calls_of, enclosing_function, tables_kept_in
 from .construction import assigned_value
 
 # Calls that take integer indices: positions made float32 would break them.
@@ -172,28 +173,51 @@ def boundary_casts(ctx: RuleContext, products: list) -> tuple[Replace, ...]:  # 
     return tuple(edits)
 
 
-def _rotation_casts(ctx: RuleContext, fn: ast.AST) -> list[Replace]:
+def _rotation_casts(ctx: RuleContext, fn: ast.AST, is_table: Callable[[ast.AST], bool] = is_trig_call) -> list[Replace]:
     """``t * freqs.cos()`` -> ``t * freqs.cos().to(t.dtype)`` (and ``q * cos`` with ``cos = emb.cos()``): where the
     function rotates a tensor by tables it takes itself, the tables meet it in its own dtype, as they did when the
-    phase had the model's dtype."""
+    phase had the model's dtype. ``is_table`` as for ``tables_kept_in``."""
     if _casts_its_output(fn):
         return []  # ``return out.type(orig_dtype)``: rotated in float32 on purpose, handed back in the input's dtype
-    trig_locals = {t.targets[0].id for t in ast.walk(fn) if isinstance(t, ast.Assign) and len(t.targets) == 1
-                   and isinstance(t.targets[0], ast.Name) and _trig_under_reshapes(t.value)}
+    table_locals = {t.targets[0].id for t in ast.walk(fn) if isinstance(t, ast.Assign) and len(t.targets) == 1
+                    and isinstance(t.targets[0], ast.Name) and is_table(_under_reshapes(t.value))}
     edits: list[Replace] = []
     for node in ast.walk(fn):
         if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
             continue
         for table, other in ((node.left, node.right), (node.right, node.left)):
             rotated = _rotated_name(other)
-            if rotated is None or rotated.id in trig_locals or _trig_under_reshapes(other):
+            if rotated is None or rotated.id in table_locals or is_table(_under_reshapes(other)):
                 continue
-            if _trig_under_reshapes(table) or (isinstance(table, ast.Name) and table.id in trig_locals):
+            if is_table(_under_reshapes(table)) or (isinstance(table, ast.Name) and table.id in table_locals):
                 text = ctx.code(table)
                 cast = f"{text}.to({rotated.id}.dtype)" if is_atom(table) else f"({text}).to({rotated.id}.dtype)"
                 edits.append(Replace(table, cast))
                 break
     return edits
+
+
+def state_boundary_casts(ctx: RuleContext, names: set[str]) -> tuple[Replace, ...]:
+    """``boundary_casts`` for tables kept float32 in module state (``self.cos_cached``): the methods reading them
+    return them, or rotate with them, in the activations' dtype, as they did when a module cast rounded them."""
+    def is_table(node: ast.AST) -> bool:
+        return is_trig_call(node) or (isinstance(node, ast.Attribute) and node.attr in names
+                                      and isinstance(node.value, ast.Name) and node.value.id == "self")
+
+    readers: dict[int, ast.AST] = {}
+    for read in ctx.model.state_reads:
+        if read.ref.name in names:
+            owner = enclosing_function(ctx, read.node)
+            if owner is not None:
+                readers[id(owner[1])] = owner[1]
+    edits: list[Replace] = []
+    for fn in readers.values():
+        params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
+        activation = next((p for p in params if ACTIVATION_PARAMS.match(p)), None)
+        casts = tables_kept_in(ctx, fn, f"{activation}.dtype", is_table) if activation is not None else ()
+        edits += casts or ()
+        edits += _rotation_casts(ctx, fn, is_table)
+    return tuple(edits)
 
 
 _OUTPUT_CASTS = frozenset({"type", "to", "type_as"})
@@ -224,10 +248,6 @@ def _rotated_name(node: ast.expr) -> ast.Name | None:
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
         node = _under_reshapes(node.args[0])
     return node if isinstance(node, ast.Name) else None
-
-
-def _trig_under_reshapes(node: ast.expr) -> bool:
-    return is_trig_call(_under_reshapes(node))
 
 
 def _return_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, ...]:

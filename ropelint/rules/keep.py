@@ -22,6 +22,7 @@ from ..model.interpreter import in_file_mro, is_cast_call
 from ..model.values import Role, StateKind, StateRef
 from ..vendor import IMPORT_MODULE
 from .base import RuleContext, atom_code, cast_receiver, tuple_code
+from .casts import BOUNDARY_CASTS, state_boundary_casts
 
 DERIVED = frozenset({Role.TABLE, Role.PHASE, Role.COMPLEX})  # values built from the frequencies
 ROTARY = DERIVED | {Role.INV_FREQ}
@@ -40,6 +41,15 @@ def report_kept(ctx: RuleContext, code: str, reg, message: str, what: str) -> No
     fix, why = keep_fix(ctx, reg.ref, what)
     if fix is None and why:
         message += f" (no automatic fix: {why})"
+    if fix is not None and fix.safety == "safe" and reg.value.has(Role.TABLE):
+        # Tables that stay float32 where a module cast made them 16-bit: the methods reading them hand them on, or
+        # rotate with them, in the activations' dtype (float32 queries would meet 16-bit values in the attention).
+        found = registering_class(ctx, reg.ref)
+        names = {reg.ref.name} | ({r.ref.name for r in _other_state(ctx, found[0], reg.ref) if r.value.has(Role.TABLE)}
+                                  if found is not None else set())
+        casts = state_boundary_casts(ctx, names)
+        if casts:
+            fix = FixPlan("safe", f"{fix.description}, {BOUNDARY_CASTS}", (*fix.edits, *casts))
     ctx.report(code, reg.node, message, reg.scope, fix)
 
 
