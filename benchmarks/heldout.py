@@ -9,6 +9,8 @@ A round is a folder written by someone who never read ropelint's code::
                                 optional inv_freq64(head_dim, base) for frequencies that are not
                                 base ** (-arange(0, d, 2) / d)
     ROUND/MANIFEST.json         [{"file": "cases/NN_name.py", "verdict": "buggy" | "correct", ...}]
+    ROUND/e2e/NN_name.py        optional: run(mod, dtype) -> the output of the largest piece of the model using
+                                the rotary (a block, the model), converted to dtype, called as its code calls it
 
 For each round the script
 
@@ -22,8 +24,12 @@ For each round the script
    off/cpu-bf16/cpu-fp16, at (64, 1e4) and (128, 5e5): 24 cases, plus 6 float32 controls,
    against float64 cos/sin with the per-position tolerance of ``ropelint probe``.
 
+4. where the round has an ``e2e`` harness, runs the model piece in float32, bfloat16 and float16, original and
+   fixed: a fix must not make it raise where the original ran, nor change the dtype of what it returns (a fix
+   that hands float32 tables to 16-bit queries makes the attention raise on mixed dtypes).
+
 One line per file goes to stdout (``ok``, ``MISS``, ``FLAG``, ``LEFT``, ``NUM``, ``MIXED``,
-``SECOND``, ``COMPILE``); ``--json OUT`` keeps everything. ``MIXED``: the fixed file passes every case
+``SECOND``, ``COMPILE``, ``E2E``); ``--json OUT`` keeps everything. ``MIXED``: the fixed file passes every case
 but those of a float16 model under bfloat16 autocast (or the reverse), where it either raised in
 ``torch.cat`` of the two 16-bit dtypes (the line is named: usually the activations' ``rotate_half``,
 which raises for the original too) or came out within one bfloat16 rounding (tables made in the model's
@@ -164,6 +170,30 @@ def _matrix(case: Path, harness_path: Path) -> dict[str, Any]:
             "raised": sorted({r["raised"] for r in rows if "raised" in r})[:3], "rows": rows}
 
 
+def _e2e(case: Path, harness_path: Path) -> dict[str, Any]:
+    import torch
+
+    harness = _load(harness_path)
+    out: dict[str, Any] = {}
+    for name in ("float32", "bfloat16", "float16"):
+        try:
+            with torch.no_grad():
+                result = harness.run(_load(case), getattr(torch, name))
+            out[name] = str(result.dtype).removeprefix("torch.")
+        except Exception as exc:  # what the original does is the reference: raising is recorded, not fatal
+            out[name] = f"raised {type(exc).__name__}: {exc}"[:200]
+    return out
+
+
+def _child(mode: str, case: Path, harness: Path, timeout: float) -> dict[str, Any] | None:
+    try:
+        done = subprocess.run([sys.executable, __file__, mode, str(case), str(harness)],
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else None
+
+
 def _numeric(case: Path, harness: Path, timeout: float) -> dict[str, Any]:
     try:
         done = subprocess.run([sys.executable, __file__, "--numeric", str(case), str(harness)],
@@ -211,6 +241,10 @@ def _round(folder: Path, work: Path, base: Path | None, numeric: bool, timeout: 
         if numeric and harness.exists():
             out["original"] = _numeric(case, harness, timeout)
             out["fixed"] = _numeric(fixed / name, harness, timeout) if out["changed"] else out["original"]
+        e2e = folder / "e2e" / name
+        if numeric and e2e.exists() and out["changed"]:
+            out["e2e_original"] = _child("--e2e", case, e2e, timeout)
+            out["e2e_fixed"] = _child("--e2e", fixed / name, e2e, timeout)
         results.append(out)
     return results
 
@@ -245,6 +279,13 @@ def _line(r: dict[str, Any]) -> str:
     base = ""
     if "found_base" in r and sorted(r["found_base"]) != sorted(r["found"]):
         base = f" base={','.join(r['found_base']) or '-'}"
+    if "e2e_fixed" in r:
+        o, f = r["e2e_original"] or {}, r["e2e_fixed"] or {}
+        worse = [d for d in ("float32", "bfloat16", "float16") if o.get(d, "").split(" ")[0] != "raised"
+                 and f.get(d) != o.get(d)]
+        if worse:
+            tags.append("E2E")
+            num += " e2e: " + "; ".join(f"{d} {o.get(d)} -> {f.get(d)}" for d in worse)
     verdict = "ok" if not tags else " ".join(tags)
     return (f"{verdict:<12} {r['round']}/{r['file']} [{r['verdict']}] found={','.join(r['found']) or '-'}"
             f"{base} left={','.join(r['left']) or '-'}{num}")
@@ -253,6 +294,9 @@ def _line(r: dict[str, Any]) -> str:
 def main() -> None:
     if len(sys.argv) == 4 and sys.argv[1] == "--numeric":
         print(json.dumps(_matrix(Path(sys.argv[2]), Path(sys.argv[3]))))
+        return
+    if len(sys.argv) == 4 and sys.argv[1] == "--e2e":
+        print(json.dumps(_e2e(Path(sys.argv[2]), Path(sys.argv[3]))))
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("rounds", nargs="+", type=Path)

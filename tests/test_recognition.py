@@ -6378,3 +6378,41 @@ def test_cached_tables_kept_float32_are_returned_in_the_activations_dtype(tmp_pa
     rotary = _module_from(fixed, tmp_path, "cached_fixed_again").Rotary().bfloat16().float()
     cos, _ = rotary(torch.zeros(()), 4096)
     assert abs(float(cos[4095, 0]) - float(torch.cos(torch.tensor(4095.0, dtype=torch.float64)))) < 1e-5
+
+
+_PARTIAL_BUILDER = '''\
+        import functools
+
+        import torch
+        from torch import nn
+
+
+        def _default_inv_freq(dim, base, device=None, dtype=torch.float32):
+            exponent = torch.arange(0, dim, 2, dtype=torch.int64, device=device).float() / dim
+            return (1.0 / (base ** exponent)).to(dtype)
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.inv_freq_fn = functools.partial(_default_inv_freq, dim, base)
+
+            def forward(self, x, position_ids):
+                inv_freq = self.inv_freq_fn(device=x.device, dtype=x.dtype)
+                freqs = position_ids[:, :, None].to(inv_freq.dtype) * inv_freq[None, None, :]
+                emb = freqs.repeat(1, 1, 2)
+                return emb.cos(), emb.sin()
+'''
+
+
+def test_a_builder_called_through_a_partial_gets_float32_at_the_call():
+    """`self.inv_freq_fn = functools.partial(_default_inv_freq, dim, base)` then `self.inv_freq_fn(dtype=x.dtype)`:
+    the partial's calls are the builder's calls, so float32 is passed there (safe: nothing else calls it) and the
+    tables forward returns are cast back to `x.dtype`."""
+    assert _found(_PARTIAL_BUILDER) == {(9, "RPL006"): "safe", (19, "RPL005"): "safe"}
+    fixed = _fixed(_PARTIAL_BUILDER)
+    assert fixed == textwrap.dedent(_PARTIAL_BUILDER).replace(
+        "device=x.device, dtype=x.dtype)", "device=x.device, dtype=torch.float32)").replace(
+        ".to(inv_freq.dtype) * inv_freq", ".float() * inv_freq").replace(
+        "return emb.cos(), emb.sin()", "return emb.cos().to(x.dtype), emb.sin().to(x.dtype)")
+    assert _found(fixed) == {}

@@ -670,8 +670,8 @@ class Interpreter:
             if not isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
                 frame = Frame({}, {}, Scope("<module>", None, (), None, stmt), None, [])
                 self._stmt(stmt, frame)
-        if self._class_registries or any(isinstance(v, ast.Name) for values in self._dict_constants.values()
-                                         for v in values.values()):
+        if self._class_registries or "partial" in self.spans.code \
+                or any(isinstance(v, ast.Name) for values in self._dict_constants.values() for v in values.values()):
             self.model.registry_calls = self.registry_calls()  # the fixes edit what these calls pass
         return self.model
 
@@ -3233,6 +3233,13 @@ class Interpreter:
             registries = {reg: names for reg, names in registries.items() if names}
             for attr, names in self._class_registries.items():
                 registries.setdefault(attr, set()).update(names)
+            # ``self.inv_freq_fn = functools.partial(_default_inv_freq, dim, base)``: a one-function registry, so its
+            # calls (``self.inv_freq_fn(device=d, dtype=x.dtype)``) are calls of that function.
+            for node in ast.walk(self.module) if "partial" in self.spans.code else ():
+                if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) \
+                        and node.args[0].id in self.model.functions \
+                        and (qualname(node.func, self.imports) or "") == "functools.partial":
+                    registries[f"partial:{node.args[0].id}"] = {node.args[0].id}
             # ``def get_rope_fn(name): return _ROPE_FNS[name]``: a call of it picks from that dict.
             getters = {name: regs.pop() for name, fn in self.model.functions.items()
                        if len(regs := {_picked_from(r.value) for r in ast.walk(fn) if isinstance(r, ast.Return)
@@ -3274,6 +3281,8 @@ class Interpreter:
             bound, node = node, node.args[0]
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in getters:
             return getters[node.func.id], bound
+        if bound is not None and isinstance(node, ast.Name) and node.id in self.model.functions:
+            return f"partial:{node.id}", bound
         reg = _picked_from(node)
         return (reg, bound) if reg is not None else None
 
