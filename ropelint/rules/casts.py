@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from ..diagnostics import FixPlan, Replace
 from ..model.events import Scope, TrigInHelper
-from ..model.interpreter import ACTIVATION_PARAMS, held_class, in_file_mro, is_runtime_inv_freq, is_trig_call
+from ..model.interpreter import ACTIVATION_PARAMS, SCALAR_PARAMS, held_class, in_file_mro, is_runtime_inv_freq, is_trig_call
 from ..model.names import TORCH_DTYPES_INT, dotted, qualname
 from ..model.values import Dt, Role
 from .base import (
@@ -187,7 +187,8 @@ def _rotation_casts(ctx: RuleContext, fn: ast.AST, is_table: Callable[[ast.AST],
             continue
         for table, other in ((node.left, node.right), (node.right, node.left)):
             rotated = _rotated_name(other)
-            if rotated is None or rotated.id in table_locals or is_table(_under_reshapes(other)):
+            if rotated is None or rotated.id in table_locals or is_table(_under_reshapes(other)) \
+                    or not _tensor_argument(fn, rotated.id):
                 continue
             if is_table(_under_reshapes(table)) or (isinstance(table, ast.Name) and table.id in table_locals):
                 text = ctx.code(table)
@@ -239,6 +240,35 @@ def _casts_its_output(fn: ast.AST) -> bool:
     return bool(returns) and all(
         all(cast(v, r.lineno) for v in (r.value.elts if isinstance(r.value, ast.Tuple) else [r.value]))
         for r in returns)
+
+
+def _tensor_argument(fn: ast.AST, name: str, depth: int = 0) -> bool:
+    """``name`` is a parameter that holds a tensor to rotate (not a number: ``mscale``, ``scale=1.0``), or a local
+    sliced or reshaped from one (``t, t_pass = t[..., :d], t[..., d:]``)."""
+    args = fn.args  # type: ignore[attr-defined]
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    if name in {a.arg for a in (*positional, *args.kwonlyargs)}:
+        default = defaults.get(name)
+        return SCALAR_PARAMS.search(name) is None and not (isinstance(default, ast.Constant)
+                                                          and isinstance(default.value, (int, float)))
+    if depth > 3:
+        return False
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0], node.value
+        pairs = zip(target.elts, value.elts) if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) \
+            and len(target.elts) == len(value.elts) else [(target, value)]
+        for t, v in pairs:
+            source = _under_reshapes(v)
+            if isinstance(t, ast.Name) and t.id == name and isinstance(source, ast.Name) and source.id != name \
+                    and _tensor_argument(fn, source.id, depth + 1):
+                return True
+            if isinstance(t, ast.Name) and t.id == name and isinstance(source, ast.Name) and source.id == name:
+                continue  # ``t = t[..., :d]``: still the parameter
+    return False
 
 
 def _rotated_name(node: ast.expr) -> ast.Name | None:
