@@ -6416,3 +6416,90 @@ def test_a_builder_called_through_a_partial_gets_float32_at_the_call():
         ".to(inv_freq.dtype) * inv_freq", ".float() * inv_freq").replace(
         "return emb.cos(), emb.sin()", "return emb.cos().to(x.dtype), emb.sin().to(x.dtype)")
     assert _found(fixed) == {}
+
+
+_LAZY_CACHE_ATTRIBUTES = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=64, base=10000):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+                self.max_seq_len_cached = 0
+                self.cos_cached = None
+                self.sin_cached = None
+
+            def _set_cos_sin_cache(self, seq_len, device):
+                self.max_seq_len_cached = seq_len
+                t = torch.arange(seq_len, device=device, dtype=self.inv_freq.dtype)
+                freqs = torch.einsum("i,j->ij", t, self.inv_freq)
+                emb = torch.cat((freqs, freqs), dim=-1)
+                self.cos_cached = emb.cos()[None, None, :, :]
+                self.sin_cached = emb.sin()[None, None, :, :]
+
+            def forward(self, x, seq_len):
+                if seq_len > self.max_seq_len_cached:
+                    self._set_cos_sin_cache(seq_len, x.device)
+                return self.cos_cached[:, :, :seq_len, ...], self.sin_cached[:, :, :seq_len, ...]
+'''
+
+
+def test_a_lazy_cache_made_float32_is_returned_in_the_activations_dtype():
+    """The cache builder stores the tables in plain attributes and `forward` returns slices of them uncast: once the
+    phase is float32, `forward` casts what it returns to `x.dtype` (what it was when the buffer and positions were
+    bfloat16), so queries rotated by it keep the model's dtype."""
+    fixed = _fixed(_LAZY_CACHE_ATTRIBUTES)
+    assert ("return self.cos_cached[:, :, :seq_len, ...].to(x.dtype), "
+            "self.sin_cached[:, :, :seq_len, ...].to(x.dtype)") in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+
+
+_CACHE_GETTER = '''\
+        import torch
+        from torch import nn
+
+
+        def _rotate_neox(x):
+            x1, x2 = x.chunk(2, dim=-1)
+            return torch.cat((-x2, x1), dim=-1)
+
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, rotary_dim=64, max_positions=4096, base=10000.0):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim))
+                freqs = torch.einsum("i,j -> ij", torch.arange(max_positions, dtype=torch.float), inv_freq)
+                self.register_buffer("cos_sin_cache", torch.cat((freqs.cos(), freqs.sin()), dim=-1), persistent=False)
+
+            def get_cos_sin(self, positions):
+                cos_sin = self.cos_sin_cache[positions]
+                cos, sin = cos_sin.chunk(2, dim=-1)
+                return cos, sin
+
+            def forward(self, positions, query, key):
+                cos, sin = self.get_cos_sin(positions)
+                cos = cos.repeat(1, 2).unsqueeze(-2)
+                sin = sin.repeat(1, 2).unsqueeze(-2)
+                query = query * cos + _rotate_neox(query) * sin
+                key = key * cos + _rotate_neox(key) * sin
+                return query, key
+'''
+
+
+def test_kept_tables_handed_on_by_a_getter_are_cast_where_the_caller_rotates(tmp_path):
+    """vLLM style: `get_cos_sin(positions)` hands slices of the kept cache on with no activation to cast them to;
+    `forward` rotates the query and key by them. Keeping the cache float32 casts the tables to each rotated tensor
+    there, so the bfloat16 module returns bfloat16 queries and keys, as before (measured below)."""
+    fixed = _fixed(_CACHE_GETTER)
+    assert "query = query * cos.to(query.dtype) + _rotate_neox(query) * sin.to(query.dtype)" in fixed
+    assert "key = key * cos.to(key.dtype) + _rotate_neox(key) * sin.to(key.dtype)" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    torch = pytest.importorskip("torch")
+    module = _module_from(fixed, tmp_path, "getter_fixed").RotaryEmbedding().bfloat16()
+    q = torch.randn(16, 4, 64, dtype=torch.bfloat16)
+    query, key = module(torch.arange(16), q, q)
+    assert query.dtype == key.dtype == torch.bfloat16
+    assert module.cos_sin_cache.dtype == torch.float32

@@ -93,19 +93,41 @@ def tables_kept_in(ctx: RuleContext, caller: ast.AST, dtype: str,
                  for v in uncast)
 
 
-def table_valued(fn: ast.AST, value: ast.expr, is_table: Callable[[ast.AST], bool] = is_trig_call) -> bool:
-    """``emb.cos()`` (under reshapes), or a local assigned one (``cos = emb.cos()``)."""
+def table_valued(fn: ast.AST, value: ast.expr, is_table: Callable[[ast.AST], bool] = is_trig_call,
+                 depth: int = 0) -> bool:
+    """``emb.cos()`` (under reshapes), or a local assigned one (``cos = emb.cos()``), through a few locals
+    (``cos_sin = self.cache[positions]``, ``cos, sin = cos_sin.chunk(2, dim=-1)``)."""
     if any(is_table(n) for n in ast.walk(value)):
         return True
     found = assigned_value(fn, value.id, value) if isinstance(value, ast.Name) else None
-    return found is not None and found[0] is not None and any(is_table(n) for n in ast.walk(found[0]))
+    if found is None or found[0] is None or depth > 3:
+        return False
+    return any(is_table(n) or (isinstance(n, ast.Name) and n is not value and n.id != value.id
+                               and table_valued(fn, n, is_table, depth + 1)) for n in ast.walk(found[0]))
 
 
-def _ends_in_cast(fn: ast.AST, value: ast.expr) -> bool:
+_SPLITS = frozenset({"split", "chunk", "unbind", "tensor_split", "unsqueeze", "squeeze", "view", "reshape",
+                     "repeat", "repeat_interleave", "expand", "transpose", "permute", "flatten", "contiguous"})
+
+
+def _ends_in_cast(fn: ast.AST, value: ast.expr, depth: int = 0) -> bool:
+    """The value is cast where it is made, or split or reshaped from a local that is (``sincos = ....to(x.dtype)``,
+    ``sin, cos = torch.split(sincos, half, dim=-1)``)."""
     if isinstance(value, ast.Name):
         found = assigned_value(fn, value.id, value)
         value = found[0] if found is not None and found[0] is not None else value
-    return isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _CASTS
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _CASTS:
+        return True
+    while isinstance(value, ast.Subscript):
+        value = value.value
+    if isinstance(value, ast.Call) and isinstance(value.func, (ast.Attribute, ast.Name)) and depth < 3:
+        name = value.func.attr if isinstance(value.func, ast.Attribute) else value.func.id
+        source = value.func.value if isinstance(value.func, ast.Attribute) and not (
+            isinstance(value.func.value, ast.Name) and value.func.value.id in ("torch", "th")) \
+            else (value.args[0] if value.args else None)
+        if name in _SPLITS and isinstance(source, (ast.Name, ast.Call, ast.Subscript)):
+            return _ends_in_cast(fn, source, depth + 1)
+    return False
 
 
 def _root_calls(ctx: RuleContext, cls_name: str | None, fn: ast.FunctionDef, param: str, depth: int = 0,

@@ -164,12 +164,20 @@ def boundary_casts(ctx: RuleContext, products: list) -> tuple[Replace, ...]:  # 
             if fn is not None:
                 functions[id(fn)] = fn
     edits: list[Replace] = []
+    stored: set[str] = set()
     for fn in functions.values():
         params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
         activation = next((p for p in params if ACTIVATION_PARAMS.match(p)), None)
         casts = tables_kept_in(ctx, fn, f"{activation}.dtype") if activation is not None else ()
         edits += casts or ()
         edits += _rotation_casts(ctx, fn)
+        # ``self.cos_cached = emb.cos()[None, None]`` in a cache builder: the methods reading the cache hand on what
+        # is now float32.
+        stored.update(t.attr for node in ast.walk(fn) if isinstance(node, ast.Assign)
+                      and is_trig_call(_under_reshapes(node.value)) for t in node.targets
+                      if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self")
+    if stored:
+        edits += [e for e in state_boundary_casts(ctx, stored) if all(e.node is not x.node for x in edits)]
     return tuple(edits)
 
 
@@ -179,8 +187,10 @@ def _rotation_casts(ctx: RuleContext, fn: ast.AST, is_table: Callable[[ast.AST],
     phase had the model's dtype. ``is_table`` as for ``tables_kept_in``."""
     if _casts_its_output(fn):
         return []  # ``return out.type(orig_dtype)``: rotated in float32 on purpose, handed back in the input's dtype
-    table_locals = {t.targets[0].id for t in ast.walk(fn) if isinstance(t, ast.Assign) and len(t.targets) == 1
-                    and isinstance(t.targets[0], ast.Name) and is_table(_under_reshapes(t.value))}
+    table_locals = {name.id for t in ast.walk(fn) if isinstance(t, ast.Assign) and len(t.targets) == 1
+                    and is_table(_under_reshapes(t.value))
+                    for name in (t.targets[0].elts if isinstance(t.targets[0], ast.Tuple) else [t.targets[0]])
+                    if isinstance(name, ast.Name)}  # (``cos, sin = self.get_cos_sin(positions)`` too)
     edits: list[Replace] = []
     for node in ast.walk(fn):
         if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
@@ -200,24 +210,41 @@ def _rotation_casts(ctx: RuleContext, fn: ast.AST, is_table: Callable[[ast.AST],
 
 def state_boundary_casts(ctx: RuleContext, names: set[str]) -> tuple[Replace, ...]:
     """``boundary_casts`` for tables kept float32 in module state (``self.cos_cached``): the methods reading them
-    return them, or rotate with them, in the activations' dtype, as they did when a module cast rounded them."""
+    return them, or rotate with them, in the activations' dtype, as they did when a module cast rounded them. A
+    reader with no activation to cast to (vLLM's ``get_cos_sin(positions)``) hands them on as they are, and its
+    callers in the class cast them where they rotate (``query_rot * cos``)."""
+    getters: set[str] = set()
+
     def is_table(node: ast.AST) -> bool:
         return is_trig_call(node) or (isinstance(node, ast.Attribute) and node.attr in names
-                                      and isinstance(node.value, ast.Name) and node.value.id == "self")
+                                      and isinstance(node.value, ast.Name) and node.value.id == "self") \
+            or (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in getters
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "self")
 
+    methods = [(name, method) for info in ctx.model.classes.values() for name, method in info.methods.items()]
     readers: dict[int, ast.AST] = {}
     for read in ctx.model.state_reads:
         if read.ref.name in names:
             owner = enclosing_function(ctx, read.node)
             if owner is not None:
                 readers[id(owner[1])] = owner[1]
+    # (Plain attributes a cache builder assigns are not tracked state: the methods that load them.)
+    for _, method in methods:
+        if id(method) not in readers and any(
+                isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and is_table(n) for n in ast.walk(method)):
+            readers[id(method)] = method
     edits: list[Replace] = []
-    for fn in readers.values():
+    for fn in list(readers.values()):
         params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
         activation = next((p for p in params if ACTIVATION_PARAMS.match(p)), None)
+        if activation is None and tables_kept_in(ctx, fn, "_", is_table):
+            getters.add(fn.name)  # returns the tables uncast, with nothing to cast them to
         casts = tables_kept_in(ctx, fn, f"{activation}.dtype", is_table) if activation is not None else ()
         edits += casts or ()
         edits += _rotation_casts(ctx, fn, is_table)
+    for _, method in methods if getters else ():
+        if id(method) not in readers and any(is_table(n) for n in ast.walk(method)):
+            edits += _rotation_casts(ctx, method, is_table)
     return tuple(edits)
 
 
