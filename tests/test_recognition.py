@@ -6503,3 +6503,28 @@ def test_kept_tables_handed_on_by_a_getter_are_cast_where_the_caller_rotates(tmp
     query, key = module(torch.arange(16), q, q)
     assert query.dtype == key.dtype == torch.bfloat16
     assert module.cos_sin_cache.dtype == torch.float32
+
+
+def test_a_phase_cast_and_reshaped_on_its_way_to_its_name_moves_to_the_tables_safely():
+    """`angles = angles.to(x.dtype).unsqueeze(1)`, read afterwards only by cos and sin: the cast moves to the tables
+    (safe), as it does when nothing reshapes the phase between the cast and its name."""
+    source = '''\
+        import torch
+
+
+        def apply_rotary(x, angles):
+            angles = angles.to(x.dtype).unsqueeze(1)
+            cos = torch.repeat_interleave(torch.cos(angles), 2, dim=-1)
+            sin = torch.repeat_interleave(torch.sin(angles), 2, dim=-1)
+            return x * cos + x * sin
+
+
+        def forward(x, position_ids, dim=64):
+            inv_freq = 1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            return apply_rotary(x, position_ids.float().unsqueeze(-1) * inv_freq)
+        '''
+    assert _found(source) == {(5, "RPL007"): "safe"}
+    assert _fixed(source) == textwrap.dedent(source).replace(
+        "angles = angles.to(x.dtype).unsqueeze(1)", "angles = angles.unsqueeze(1)").replace(
+        "torch.cos(angles), 2", "torch.cos(angles).to(x.dtype), 2").replace(
+        "torch.sin(angles), 2", "torch.sin(angles).to(x.dtype), 2")

@@ -101,11 +101,26 @@ def names_in(node: ast.AST) -> set[str]:
 def only_read_by(ctx: RuleContext, node: ast.AST, fn: ast.AST | None, allowed: set[int]) -> bool:
     """``name = <node>``, and every later read of ``name`` in ``fn`` is one of the ``allowed`` Name nodes (by id)."""
     found = assigned_name(ctx, node)
+    if found is None:
+        # ``angles = angles.to(x.dtype).unsqueeze(1)``: the value reshaped on the way to its name.
+        found = assigned_name(ctx, node, whole=False)
+        found = found if found is not None and _reshaped_from(found[0].value) is node else None
     if found is None or fn is None:
         return False
     stmt, name = found
     loads = later_loads(fn, stmt, name)
     return bool(loads) and all(id(n) in allowed for n in loads)
+
+
+_RESHAPING = frozenset({"unsqueeze", "squeeze", "view", "reshape", "flatten", "contiguous", "expand", "transpose",
+                        "permute", "repeat", "repeat_interleave"})
+
+
+def _reshaped_from(value: ast.AST) -> ast.AST:
+    while (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _RESHAPING) \
+            or isinstance(value, ast.Subscript):
+        value = value.func.value if isinstance(value, ast.Call) else value.value  # type: ignore[union-attr]
+    return value
 
 
 def later_loads(fn: ast.AST, stmt: ast.stmt, name: str) -> list[ast.Name]:
