@@ -26,7 +26,10 @@ For each round the script
 
 4. where the round has an ``e2e`` harness, runs the model piece in float32, bfloat16 and float16, original and
    fixed: a fix must not make it raise where the original ran, nor change the dtype of what it returns (a fix
-   that hands float32 tables to 16-bit queries makes the attention raise on mixed dtypes).
+   that hands float32 tables to 16-bit queries makes the attention raise on mixed dtypes), nor change what the
+   float32 piece computes. (The harness converts with ``.to(dtype)``, float32 included: a complex ``freqs_cis``
+   buffer loses its imaginary part to ``.to(torch.float32)`` in the original, and a fix keeping it complex then
+   shows as a changed float32 output that is the original's bug; read those by hand.)
 
 One line per file goes to stdout (``ok``, ``MISS``, ``FLAG``, ``LEFT``, ``NUM``, ``MIXED``,
 ``SECOND``, ``COMPILE``, ``E2E``); ``--json OUT`` keeps everything. ``MIXED``: the fixed file passes every case
