@@ -592,6 +592,7 @@ class Interpreter:
         self._metadata_read = False
         self._calls_by_name: dict[str, list[ast.Call]] | None = None
         self._registry_table: dict[str, list[ast.Call]] | None = None  # function name -> calls through a dict
+        self._partials_found: set[str] | None = None  # same-file functions bound by ``functools.partial``
         self._class_registries: dict[str, set[str]] = {}  # class attribute -> the methods its dict names
         self._callers: dict[int, FunctionNode] | None = None  # call node id -> the innermost function holding it
         self._mros: dict[str, tuple[ClassInfo, list[ClassInfo]]] = {}
@@ -670,7 +671,7 @@ class Interpreter:
             if not isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
                 frame = Frame({}, {}, Scope("<module>", None, (), None, stmt), None, [])
                 self._stmt(stmt, frame)
-        if self._class_registries or "partial" in self.spans.code \
+        if self._class_registries or self._partial_functions() \
                 or any(isinstance(v, ast.Name) for values in self._dict_constants.values() for v in values.values()):
             self.model.registry_calls = self.registry_calls()  # the fixes edit what these calls pass
         return self.model
@@ -3235,11 +3236,8 @@ class Interpreter:
                 registries.setdefault(attr, set()).update(names)
             # ``self.inv_freq_fn = functools.partial(_default_inv_freq, dim, base)``: a one-function registry, so its
             # calls (``self.inv_freq_fn(device=d, dtype=x.dtype)``) are calls of that function.
-            for node in ast.walk(self.module) if "partial" in self.spans.code else ():
-                if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) \
-                        and node.args[0].id in self.model.functions \
-                        and (qualname(node.func, self.imports) or "") == "functools.partial":
-                    registries[f"partial:{node.args[0].id}"] = {node.args[0].id}
+            for name in self._partial_functions():
+                registries[f"partial:{name}"] = {name}
             # ``def get_rope_fn(name): return _ROPE_FNS[name]``: a call of it picks from that dict.
             getters = {name: regs.pop() for name, fn in self.model.functions.items()
                        if len(regs := {_picked_from(r.value) for r in ast.walk(fn) if isinstance(r, ast.Return)
@@ -3272,6 +3270,16 @@ class Interpreter:
                 for fn_name in registries[reg]:
                     self._registry_table.setdefault(fn_name, []).append(call)
         return self._registry_table
+
+    def _partial_functions(self) -> set[str]:
+        """Same-file functions some ``functools.partial(<name>, ...)`` binds (found in the text first: most files
+        that say ``partial`` bind a library function or none)."""
+        if self._partials_found is None:
+            named = {m for m in re.findall(r"partial\(\s*(\w+)\s*[,)]", self.spans.code) if m in self.model.functions}
+            self._partials_found = {node.args[0].id for node in ast.walk(self.module) if named and isinstance(
+                node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in named
+                and (qualname(node.func, self.imports) or "") == "functools.partial"}
+        return self._partials_found
 
     def _pick(self, node: ast.expr, getters: dict[str, str]) -> tuple[str, ast.Call | None] | None:
         """(registry, the ``functools.partial`` call binding arguments to the pick, if any) for ``REG[kind]``,
