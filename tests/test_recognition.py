@@ -6528,3 +6528,41 @@ def test_a_phase_cast_and_reshaped_on_its_way_to_its_name_moves_to_the_tables_sa
         "angles = angles.to(x.dtype).unsqueeze(1)", "angles = angles.unsqueeze(1)").replace(
         "torch.cos(angles), 2", "torch.cos(angles).to(x.dtype), 2").replace(
         "torch.sin(angles), 2", "torch.sin(angles).to(x.dtype), 2")
+
+
+_LONGROPE_OUTER_FACTORS = '''\
+        import torch
+        from torch import nn
+
+
+        class LongRoPE(nn.Module):
+            def __init__(self, dim=64, base=10000, short_factor=None, long_factor=None, original_max=4096):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+                self.short_factor, self.long_factor, self.original_max = short_factor, long_factor, original_max
+
+            def forward(self, x, seq_len):
+                t = torch.arange(seq_len, device=x.device, dtype=self.inv_freq.dtype)
+                factors = self.long_factor if seq_len > self.original_max else self.short_factor
+                ext_factors = torch.tensor(factors, dtype=torch.float32, device=x.device)
+                freqs = torch.mul(torch.outer(t, 1.0 / ext_factors), self.inv_freq.to(x.dtype))
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+'''
+
+
+def test_positions_spread_over_longrope_factors_are_positions_until_the_frequencies_multiply_them():
+    """MiniCPM's LongRoPE: `torch.mul(torch.outer(t, 1.0 / ext_factors), inv_freq.to(dtype))`. The outer product with
+    the per-frequency factors leaves positions (in the buffer's dtype), and the elementwise product with the
+    frequencies is the phase: the positions, the rounded buffer and its cast to `x.dtype` are all found and fixed in
+    one pass, and the fixed file checks clean."""
+    assert _found(_LONGROPE_OUTER_FACTORS) == {(13, "RPL005"): "safe", (16, "RPL002"): "safe"}
+    fixed = _fixed(_LONGROPE_OUTER_FACTORS)
+    assert fixed == textwrap.dedent(_LONGROPE_OUTER_FACTORS).replace(
+        "from torch import nn\n", "from torch import nn\nfrom ropelint import runtime as rope_runtime\n").replace(
+        'persistent=False)\n', 'persistent=False)\n'
+        '        self._inv_freq_spec = (dim, base)  # ropelint: float32 rebuild of `inv_freq`\n').replace(
+        "dtype=self.inv_freq.dtype)", "dtype=torch.float32)").replace(
+        "self.inv_freq.to(x.dtype))", "rope_runtime.inv_freq(*self._inv_freq_spec, device=x.device))")
+    assert _found(fixed) == {} and _fixed(fixed) == fixed

@@ -2679,7 +2679,8 @@ class Interpreter:
         if tail in ("float32", "float64", "bfloat16", "float16") and numpy:
             return dtype_val(Dt.FULL)
         if tail in ("outer", "ger") and len(vals) >= 2 and not numpy:
-            return self._product_or_arith(node, "outer", vals[0], vals[1], frame, pos[:2]) or UNKNOWN
+            return self._product_or_arith(node, "outer", vals[0], vals[1], frame, pos[:2]) \
+                or _scaled_positions(vals[0], vals[1]) or UNKNOWN
         if tail in ("outer", "multiply") and numpy and len(vals) >= 2 \
                 and any(_is_freq(f) and _is_positions(p, loose=True) for f, p in (vals[:2], vals[1::-1])):
             # ``np.outer(t, inv_freq)``: a phase in float64 (numpy has no autocast), so no product to rewrite;
@@ -3534,6 +3535,15 @@ class Interpreter:
             dtype = Dt.RUNTIME
         return Val(frozenset({Role.PHASE}), dtype, site=site if dtype is not Dt.FULL else None,
                    read=freq.read, product=node)
+
+
+def _scaled_positions(a: Val, b: Val) -> Val | None:
+    """``torch.outer(t, 1.0 / ext_factors)`` (LongRoPE): positions spread over per-frequency factors, still
+    positions (in their own dtype) until the frequencies multiply them."""
+    for positions, factors in ((a, b), (b, a)):
+        if positions.has(Role.POSITIONS) and not factors.roles - {Role.SCALAR}:
+            return positions.evolve(last_is_one=False, second_last_is_one=False, vector=False)
+    return None
 
 
 def _outer_operand(v: Val, freq: Val) -> bool:
