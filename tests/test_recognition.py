@@ -6566,3 +6566,22 @@ def test_positions_spread_over_longrope_factors_are_positions_until_the_frequenc
         "dtype=self.inv_freq.dtype)", "dtype=torch.float32)").replace(
         "self.inv_freq.to(x.dtype))", "rope_runtime.inv_freq(*self._inv_freq_spec, device=x.device))")
     assert _found(fixed) == {} and _fixed(fixed) == fixed
+
+
+def test_a_kept_phase_buffer_has_its_tables_returned_in_the_activations_dtype(tmp_path):
+    """RPL009: a phase buffer kept float32 gives float32 cos/sin where `model.bfloat16()` gave bfloat16 ones; forward
+    returns them cast to `x.dtype` (never the phase itself), so the bfloat16 attention still runs (measured below)."""
+    source = _CACHED_TABLES_RETURNED_UNCAST.replace(
+        '''                self.register_buffer("cos_cached", emb.cos(), persistent=False)
+                self.register_buffer("sin_cached", emb.sin(), persistent=False)''',
+        '''                self.register_buffer("phase", emb, persistent=False)''').replace(
+        "return self.cos_cached[:seq_len], self.sin_cached[:seq_len]",
+        "phase = self.phase[:seq_len]\n                return phase.cos(), phase.sin()")
+    assert _found(source) == {(12, "RPL009"): "safe"}
+    fixed = _fixed(source)
+    assert "return phase.cos().to(x.dtype), phase.sin().to(x.dtype)" in fixed and "phase.to(" not in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    torch = pytest.importorskip("torch")
+    h = torch.randn(1, 8, 256, dtype=torch.bfloat16)
+    for name, text in (("phase_buffer_original", textwrap.dedent(source)), ("phase_buffer_fixed", fixed)):
+        assert _module_from(text, tmp_path, name).Attention().bfloat16()(h).dtype == torch.bfloat16

@@ -208,11 +208,13 @@ def _rotation_casts(ctx: RuleContext, fn: ast.AST, is_table: Callable[[ast.AST],
     return edits
 
 
-def state_boundary_casts(ctx: RuleContext, names: set[str]) -> tuple[Replace, ...]:
+def state_boundary_casts(ctx: RuleContext, names: set[str], phases: frozenset[str] | set[str] = frozenset(),
+                         ) -> tuple[Replace, ...]:
     """``boundary_casts`` for tables kept float32 in module state (``self.cos_cached``): the methods reading them
     return them, or rotate with them, in the activations' dtype, as they did when a module cast rounded them. A
     reader with no activation to cast to (vLLM's ``get_cos_sin(positions)``) hands them on as they are, and its
-    callers in the class cast them where they rotate (``query_rot * cos``)."""
+    callers in the class cast them where they rotate (``query_rot * cos``). ``phases``: kept phases, whose readers'
+    cos/sin are the tables (the phase itself is never cast)."""
     getters: set[str] = set()
 
     def is_table(node: ast.AST) -> bool:
@@ -224,14 +226,15 @@ def state_boundary_casts(ctx: RuleContext, names: set[str]) -> tuple[Replace, ..
     methods = [(name, method) for info in ctx.model.classes.values() for name, method in info.methods.items()]
     readers: dict[int, ast.AST] = {}
     for read in ctx.model.state_reads:
-        if read.ref.name in names:
+        if read.ref.name in names or read.ref.name in phases:
             owner = enclosing_function(ctx, read.node)
             if owner is not None:
                 readers[id(owner[1])] = owner[1]
     # (Plain attributes a cache builder assigns are not tracked state: the methods that load them.)
     for _, method in methods:
         if id(method) not in readers and any(
-                isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and is_table(n) for n in ast.walk(method)):
+                isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name)
+                and n.value.id == "self" and (n.attr in names or n.attr in phases) for n in ast.walk(method)):
             readers[id(method)] = method
     edits: list[Replace] = []
     for fn in list(readers.values()):

@@ -41,13 +41,16 @@ def report_kept(ctx: RuleContext, code: str, reg, message: str, what: str) -> No
     fix, why = keep_fix(ctx, reg.ref, what)
     if fix is None and why:
         message += f" (no automatic fix: {why})"
-    if fix is not None and fix.safety == "safe" and reg.value.has(Role.TABLE):
+    if fix is not None and fix.safety == "safe" and (reg.value.has(Role.TABLE) or reg.value.has(Role.PHASE)):
         # Tables that stay float32 where a module cast made them 16-bit: the methods reading them hand them on, or
         # rotate with them, in the activations' dtype (float32 queries would meet 16-bit values in the attention).
+        # A kept phase is no table: what its readers take cos/sin of is (casting the phase would round it again).
         found = registering_class(ctx, reg.ref)
-        names = {reg.ref.name} | ({r.ref.name for r in _other_state(ctx, found[0], reg.ref) if r.value.has(Role.TABLE)}
-                                  if found is not None else set())
-        casts = state_boundary_casts(ctx, names)
+        tables = {r.ref.name for r in _other_state(ctx, found[0], reg.ref) if r.value.has(Role.TABLE)} \
+            if found is not None else set()
+        phase = not reg.value.has(Role.TABLE)
+        casts = state_boundary_casts(ctx, tables | ({reg.ref.name} if not phase else set()),
+                                     {reg.ref.name} if phase else set())
         if casts:
             fix = FixPlan("safe", f"{fix.description}, {BOUNDARY_CASTS}", (*fix.edits, *casts))
     ctx.report(code, reg.node, message, reg.scope, fix)
