@@ -191,24 +191,22 @@ def _e2e(case: Path, harness_path: Path) -> dict[str, Any]:
     return out
 
 
-def _child(mode: str, case: Path, harness: Path, timeout: float) -> dict[str, Any] | None:
+def _child(mode: str, case: Path, harness: Path, timeout: float) -> tuple[dict[str, Any] | None, str]:
+    """(what ``heldout.py MODE CASE HARNESS`` printed, or None and why it printed nothing): each run in a child
+    process with a time limit, so a harness that hangs or crashes costs one line, not the round."""
     try:
         done = subprocess.run([sys.executable, __file__, mode, str(case), str(harness)],
                               capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return None
-    return json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() else None
+        return None, f"timeout after {timeout:.0f} s"
+    if done.returncode != 0 or not done.stdout.strip():
+        return None, (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return json.loads(done.stdout.strip().splitlines()[-1]), ""
 
 
 def _numeric(case: Path, harness: Path, timeout: float) -> dict[str, Any]:
-    try:
-        done = subprocess.run([sys.executable, __file__, "--numeric", str(case), str(harness)],
-                              capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"controls": 0, "cases": 0, "raised": [f"timeout after {timeout:.0f} s"]}
-    if done.returncode != 0:
-        return {"controls": 0, "cases": 0, "raised": [done.stderr.strip().splitlines()[-1:]]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    result, why = _child("--numeric", case, harness, timeout)
+    return result if result is not None else {"controls": 0, "cases": 0, "raised": [why]}
 
 
 # --- one round ---------------------------------------------------------------------------
@@ -249,8 +247,8 @@ def _round(folder: Path, work: Path, base: Path | None, numeric: bool, timeout: 
             out["fixed"] = _numeric(fixed / name, harness, timeout) if out["changed"] else out["original"]
         e2e = folder / "e2e" / name
         if numeric and e2e.exists() and out["changed"]:
-            out["e2e_original"] = _child("--e2e", case, e2e, timeout)
-            out["e2e_fixed"] = _child("--e2e", fixed / name, e2e, timeout)
+            out["e2e_original"] = _child("--e2e", case, e2e, timeout)[0]
+            out["e2e_fixed"] = _child("--e2e", fixed / name, e2e, timeout)[0]
         results.append(out)
     return results
 
@@ -295,8 +293,8 @@ def _line(r: dict[str, Any]) -> str:
             abs(a - b) > 1e-4 * (1.0 + abs(b)) for a, b in zip(after, before)))
         if worse or moved:
             tags.append("E2E")
-            num += " e2e: " + "; ".join(f"{d} {o.get(d)} -> {f.get(d)}" for d in worse)
-            num += " float32 output changed" if moved else ""
+            changes = [f"{d} {o.get(d)} -> {f.get(d)}" for d in worse] + (["float32 output changed"] if moved else [])
+            num += " e2e: " + "; ".join(changes)
     verdict = "ok" if not tags else " ".join(tags)
     return (f"{verdict:<12} {r['round']}/{r['file']} [{r['verdict']}] found={','.join(r['found']) or '-'}"
             f"{base} left={','.join(r['left']) or '-'}{num}")

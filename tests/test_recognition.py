@@ -6099,24 +6099,9 @@ def test_a_matmul_of_float64_operands_one_returned_by_a_helper_is_left_alone():
     assert float((phase - positions * inv_freq).abs().max()) < 1e-9
 
 
-_UNCAST_TABLES = '''\
-        import torch
-        import torch.nn.functional as F
-        from torch import nn
-
-
-        class Rotary(nn.Module):
-            def __init__(self, dim=64, base=10000.0):
-                super().__init__()
-                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
-                self.register_buffer("inv_freq", inv_freq)
-
-            def forward(self, x, seq_len):
-                t = torch.arange(seq_len, device=x.device, dtype=self.inv_freq.dtype)
-                freqs = torch.outer(t, self.inv_freq)
-                emb = torch.cat((freqs, freqs), dim=-1)
-                return emb.cos(), emb.sin()
-
+# A bfloat16 attention that rotates its queries and keys by what `Rotary(head_dim)(v, seq_len)` returns, with no
+# cast of its own: tests append it to a rotary and run both, original and fixed.
+_ROTATING_ATTENTION = '''
 
         def rotate_half(x):
             x1, x2 = x.chunk(2, dim=-1)
@@ -6140,6 +6125,36 @@ _UNCAST_TABLES = '''\
 '''
 
 
+_UNCAST_TABLES = '''\
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+                self.register_buffer("inv_freq", inv_freq)
+
+            def forward(self, x, seq_len):
+                t = torch.arange(seq_len, device=x.device, dtype=self.inv_freq.dtype)
+                freqs = torch.outer(t, self.inv_freq)
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos(), emb.sin()
+
+''' + _ROTATING_ATTENTION
+
+
+def _attention_runs_in_bfloat16(sources: dict[str, str], tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Each source's `Attention()` converted to bfloat16 runs and returns bfloat16 (the original, and the fixed form
+    whose tables must meet the queries in their dtype)."""
+    torch = pytest.importorskip("torch")
+    h = torch.randn(1, 8, 256, dtype=torch.bfloat16)
+    for name, text in sources.items():
+        assert _module_from(text, tmp_path, name).Attention().bfloat16()(h).dtype == torch.bfloat16
+
+
 def _module_from(source: str, tmp_path, name: str):  # type: ignore[no-untyped-def]
     import importlib.util
 
@@ -6161,14 +6176,9 @@ def test_tables_returned_uncast_keep_the_activations_dtype_when_their_phase_beco
     assert "return emb.cos().to(x.dtype), emb.sin().to(x.dtype)" in fixed
     assert "dtype=torch.float32)" in fixed and _found(fixed) == {}
     assert _fixed(fixed) == fixed
+    _attention_runs_in_bfloat16({"uncast_original": textwrap.dedent(_UNCAST_TABLES), "uncast_fixed": fixed}, tmp_path)
     torch = pytest.importorskip("torch")
-    original = _module_from(textwrap.dedent(_UNCAST_TABLES), tmp_path, "uncast_original")
-    repaired = _module_from(fixed, tmp_path, "uncast_fixed")
-    h = torch.randn(1, 8, 256, dtype=torch.bfloat16)
-    for module in (original, repaired):
-        model = module.Attention().bfloat16()
-        assert model(h).dtype == torch.bfloat16
-    rotary = repaired.Rotary().bfloat16().float()
+    rotary = _module_from(fixed, tmp_path, "uncast_fixed_again").Rotary().bfloat16().float()
     cos, _ = rotary(torch.zeros(1), 131073)
     exact = torch.cos(torch.tensor(131072.0, dtype=torch.float64))
     assert cos.dtype == torch.float32 and abs(float(cos[131072, 0]) - float(exact)) < 1e-4
@@ -6340,27 +6350,7 @@ _CACHED_TABLES_RETURNED_UNCAST = '''\
             def forward(self, x, seq_len):
                 return self.cos_cached[:seq_len], self.sin_cached[:seq_len]
 
-
-        def rotate_half(x):
-            x1, x2 = x.chunk(2, dim=-1)
-            return torch.cat((-x2, x1), dim=-1)
-
-
-        class Attention(nn.Module):
-            def __init__(self, hidden=256, heads=4):
-                super().__init__()
-                self.heads, self.head_dim = heads, hidden // heads
-                self.qkv = nn.Linear(hidden, 3 * hidden)
-                self.rotary = Rotary(self.head_dim)
-
-            def forward(self, h):
-                b, s, _ = h.shape
-                q, k, v = self.qkv(h).view(b, s, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
-                cos, sin = self.rotary(v, s)
-                q = q * cos + rotate_half(q) * sin
-                k = k * cos + rotate_half(k) * sin
-                return F.scaled_dot_product_attention(q, k, v)
-'''
+''' + _ROTATING_ATTENTION
 
 
 def test_cached_tables_kept_float32_are_returned_in_the_activations_dtype(tmp_path):
@@ -6370,11 +6360,9 @@ def test_cached_tables_kept_float32_are_returned_in_the_activations_dtype(tmp_pa
     fixed = _fixed(_CACHED_TABLES_RETURNED_UNCAST)
     assert "return self.cos_cached[:seq_len].to(x.dtype), self.sin_cached[:seq_len].to(x.dtype)" in fixed
     assert _found(fixed) == {} and _fixed(fixed) == fixed
+    _attention_runs_in_bfloat16({"cached_original": textwrap.dedent(_CACHED_TABLES_RETURNED_UNCAST),
+                                 "cached_fixed": fixed}, tmp_path)
     torch = pytest.importorskip("torch")
-    h = torch.randn(1, 8, 256, dtype=torch.bfloat16)
-    for name, text in (("cached_original", textwrap.dedent(_CACHED_TABLES_RETURNED_UNCAST)), ("cached_fixed", fixed)):
-        model = _module_from(text, tmp_path, name).Attention().bfloat16()
-        assert model(h).dtype == torch.bfloat16
     rotary = _module_from(fixed, tmp_path, "cached_fixed_again").Rotary().bfloat16().float()
     cos, _ = rotary(torch.zeros(()), 4096)
     assert abs(float(cos[4095, 0]) - float(torch.cos(torch.tensor(4095.0, dtype=torch.float64)))) < 1e-5
@@ -6581,7 +6569,5 @@ def test_a_kept_phase_buffer_has_its_tables_returned_in_the_activations_dtype(tm
     fixed = _fixed(source)
     assert "return phase.cos().to(x.dtype), phase.sin().to(x.dtype)" in fixed and "phase.to(" not in fixed
     assert _found(fixed) == {} and _fixed(fixed) == fixed
-    torch = pytest.importorskip("torch")
-    h = torch.randn(1, 8, 256, dtype=torch.bfloat16)
-    for name, text in (("phase_buffer_original", textwrap.dedent(source)), ("phase_buffer_fixed", fixed)):
-        assert _module_from(text, tmp_path, name).Attention().bfloat16()(h).dtype == torch.bfloat16
+    _attention_runs_in_bfloat16({"phase_buffer_original": textwrap.dedent(source), "phase_buffer_fixed": fixed},
+                                tmp_path)

@@ -104,7 +104,7 @@ def only_read_by(ctx: RuleContext, node: ast.AST, fn: ast.AST | None, allowed: s
     if found is None:
         # ``angles = angles.to(x.dtype).unsqueeze(1)``: the value reshaped on the way to its name.
         found = assigned_name(ctx, node, whole=False)
-        found = found if found is not None and _reshaped_from(found[0].value) is node else None
+        found = found if found is not None and under_reshapes(found[0].value) is node else None
     if found is None or fn is None:
         return False
     stmt, name = found
@@ -112,15 +112,17 @@ def only_read_by(ctx: RuleContext, node: ast.AST, fn: ast.AST | None, allowed: s
     return bool(loads) and all(id(n) in allowed for n in loads)
 
 
-_RESHAPING = frozenset({"unsqueeze", "squeeze", "view", "reshape", "flatten", "contiguous", "expand", "transpose",
-                        "permute", "repeat", "repeat_interleave"})
+# Methods that change a tensor's shape or layout, never its dtype or values.
+RESHAPES = frozenset({"unsqueeze", "squeeze", "view", "reshape", "flatten", "contiguous", "expand", "transpose",
+                      "permute", "repeat", "repeat_interleave"})
 
 
-def _reshaped_from(value: ast.AST) -> ast.AST:
-    while (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _RESHAPING) \
-            or isinstance(value, ast.Subscript):
-        value = value.func.value if isinstance(value, ast.Call) else value.value  # type: ignore[union-attr]
-    return value
+def under_reshapes(node: ast.AST) -> ast.AST:
+    """The value a chain of reshapes and subscripts starts from (``x.repeat(1, 2)[None]`` -> ``x``)."""
+    while (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in RESHAPES) \
+            or isinstance(node, ast.Subscript):
+        node = node.func.value if isinstance(node, ast.Call) else node.value  # type: ignore[union-attr]
+    return node
 
 
 def later_loads(fn: ast.AST, stmt: ast.stmt, name: str) -> list[ast.Name]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from ..diagnostics import FixPlan, NodeEdit, Replace
 from ..model.interpreter import call_argument, call_params, float32_defaulted, held_class, in_file_mro, is_trig_call
-from .base import RuleContext, calls_in_text, is_atom, later_loads
+from .base import RESHAPES, RuleContext, calls_in_text, is_atom, later_loads
 from .construction import assigned_value
 
 
@@ -106,8 +106,7 @@ def table_valued(fn: ast.AST, value: ast.expr, is_table: Callable[[ast.AST], boo
                                and table_valued(fn, n, is_table, depth + 1)) for n in ast.walk(found[0]))
 
 
-_SPLITS = frozenset({"split", "chunk", "unbind", "tensor_split", "unsqueeze", "squeeze", "view", "reshape",
-                     "repeat", "repeat_interleave", "expand", "transpose", "permute", "flatten", "contiguous"})
+_SPLITS = RESHAPES | {"split", "chunk", "unbind", "tensor_split"}
 
 
 def _ends_in_cast(fn: ast.AST, value: ast.expr, depth: int = 0) -> bool:

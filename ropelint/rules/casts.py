@@ -22,6 +22,7 @@ from .base import (
     only_read_by,
     shape_only_reads,
     spelled_as_tensor,
+    under_reshapes,
 )
 from .callsite import caller_dtype_fix, calls_of, enclosing_function, tables_kept_in
 from .construction import assigned_value
@@ -166,15 +167,13 @@ def boundary_casts(ctx: RuleContext, products: list) -> tuple[Replace, ...]:  # 
     edits: list[Replace] = []
     stored: set[str] = set()
     for fn in functions.values():
-        params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
-        activation = next((p for p in params if ACTIVATION_PARAMS.match(p)), None)
-        casts = tables_kept_in(ctx, fn, f"{activation}.dtype") if activation is not None else ()
-        edits += casts or ()
+        activation = _activation_param(fn)
+        edits += (tables_kept_in(ctx, fn, f"{activation}.dtype") or ()) if activation is not None else ()
         edits += _rotation_casts(ctx, fn)
         # ``self.cos_cached = emb.cos()[None, None]`` in a cache builder: the methods reading the cache hand on what
         # is now float32.
         stored.update(t.attr for node in ast.walk(fn) if isinstance(node, ast.Assign)
-                      and is_trig_call(_under_reshapes(node.value)) for t in node.targets
+                      and is_trig_call(under_reshapes(node.value)) for t in node.targets
                       if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self")
     if stored:
         edits += [e for e in state_boundary_casts(ctx, stored) if all(e.node is not x.node for x in edits)]
@@ -188,7 +187,7 @@ def _rotation_casts(ctx: RuleContext, fn: ast.AST, is_table: Callable[[ast.AST],
     if _casts_its_output(fn):
         return []  # ``return out.type(orig_dtype)``: rotated in float32 on purpose, handed back in the input's dtype
     table_locals = {name.id for t in ast.walk(fn) if isinstance(t, ast.Assign) and len(t.targets) == 1
-                    and is_table(_under_reshapes(t.value))
+                    and is_table(under_reshapes(t.value))
                     for name in (t.targets[0].elts if isinstance(t.targets[0], ast.Tuple) else [t.targets[0]])
                     if isinstance(name, ast.Name)}  # (``cos, sin = self.get_cos_sin(positions)`` too)
     edits: list[Replace] = []
@@ -197,10 +196,10 @@ def _rotation_casts(ctx: RuleContext, fn: ast.AST, is_table: Callable[[ast.AST],
             continue
         for table, other in ((node.left, node.right), (node.right, node.left)):
             rotated = _rotated_name(other)
-            if rotated is None or rotated.id in table_locals or is_table(_under_reshapes(other)) \
+            if rotated is None or rotated.id in table_locals or is_table(under_reshapes(other)) \
                     or not _tensor_argument(fn, rotated.id):
                 continue
-            if is_table(_under_reshapes(table)) or (isinstance(table, ast.Name) and table.id in table_locals):
+            if is_table(under_reshapes(table)) or (isinstance(table, ast.Name) and table.id in table_locals):
                 text = ctx.code(table)
                 cast = f"{text}.to({rotated.id}.dtype)" if is_atom(table) else f"({text}).to({rotated.id}.dtype)"
                 edits.append(Replace(table, cast))
@@ -238,17 +237,24 @@ def state_boundary_casts(ctx: RuleContext, names: set[str], phases: frozenset[st
             readers[id(method)] = method
     edits: list[Replace] = []
     for fn in list(readers.values()):
-        params = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)]
-        activation = next((p for p in params if ACTIVATION_PARAMS.match(p)), None)
-        if activation is None and tables_kept_in(ctx, fn, "_", is_table):
+        activation = _activation_param(fn)
+        casts = tables_kept_in(ctx, fn, f"{activation}.dtype", is_table) or ()
+        if activation is None and casts:
             getters.add(fn.name)  # returns the tables uncast, with nothing to cast them to
-        casts = tables_kept_in(ctx, fn, f"{activation}.dtype", is_table) if activation is not None else ()
-        edits += casts or ()
+        elif activation is not None:
+            edits += casts
         edits += _rotation_casts(ctx, fn, is_table)
     for _, method in methods if getters else ():
         if id(method) not in readers and any(is_table(n) for n in ast.walk(method)):
             edits += _rotation_casts(ctx, method, is_table)
     return tuple(edits)
+
+
+def _activation_param(fn: ast.AST) -> str | None:
+    """The function's first parameter named like an activation (``x``, ``q``, ``hidden_states``)."""
+    args = fn.args  # type: ignore[attr-defined]
+    return next((a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs) if ACTIVATION_PARAMS.match(a.arg)),
+                None)
 
 
 _OUTPUT_CASTS = frozenset({"type", "to", "type_as"})
@@ -292,7 +298,7 @@ def _tensor_argument(fn: ast.AST, name: str, depth: int = 0) -> bool:
         pairs = zip(target.elts, value.elts) if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) \
             and len(target.elts) == len(value.elts) else [(target, value)]
         for t, v in pairs:
-            source = _under_reshapes(v)
+            source = under_reshapes(v)
             if isinstance(t, ast.Name) and t.id == name and isinstance(source, ast.Name) and source.id != name \
                     and _tensor_argument(fn, source.id, depth + 1):
                 return True
@@ -304,9 +310,9 @@ def _tensor_argument(fn: ast.AST, name: str, depth: int = 0) -> bool:
 def _rotated_name(node: ast.expr) -> ast.Name | None:
     """``t``, ``q[..., :d]``, ``rotate_half(t)``: the tensor a table multiplies (through a same-file rotation
     helper's first argument)."""
-    node = _under_reshapes(node)
+    node = under_reshapes(node)
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
-        node = _under_reshapes(node.args[0])
+        node = under_reshapes(node.args[0])
     return node if isinstance(node, ast.Name) else None
 
 
@@ -361,25 +367,10 @@ def _packed_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, 
         return ()
     trigs = [n for n in ast.walk(fn) if is_trig_call(n)]
     # (Through a reshaping chain: ``(freqs.cos().repeat(1, 2), ...)`` keeps the dtype of the cos it repeats.)
-    packed = {id(_under_reshapes(el)) for n in ast.walk(fn) if isinstance(n, (ast.Tuple, ast.List)) for el in n.elts}
+    packed = {id(under_reshapes(el)) for n in ast.walk(fn) if isinstance(n, (ast.Tuple, ast.List)) for el in n.elts}
     if not trigs or any(id(t) not in packed for t in trigs):
         return ()
     return tuple(Replace(t, f"{ctx.code(t)}.to({dtype})") for t in trigs)
-
-
-_RESHAPES = frozenset({"repeat", "repeat_interleave", "unsqueeze", "squeeze", "view", "reshape", "flatten",
-                       "contiguous", "expand", "transpose", "permute"})
-
-
-def _under_reshapes(node: ast.expr) -> ast.expr:
-    """The value a chain of reshapes and subscripts starts from (``x.repeat(1, 2)[None]`` -> ``x``)."""
-    while True:
-        if isinstance(node, ast.Subscript):
-            node = node.value
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _RESHAPES:
-            node = node.func.value
-        else:
-            return node
 
 
 def _unsafe_because(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Scope) -> str:

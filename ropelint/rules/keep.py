@@ -46,11 +46,9 @@ def report_kept(ctx: RuleContext, code: str, reg, message: str, what: str) -> No
         # rotate with them, in the activations' dtype (float32 queries would meet 16-bit values in the attention).
         # A kept phase is no table: what its readers take cos/sin of is (casting the phase would round it again).
         found = registering_class(ctx, reg.ref)
-        tables = {r.ref.name for r in _other_state(ctx, found[0], reg.ref) if r.value.has(Role.TABLE)} \
-            if found is not None else set()
-        phase = not reg.value.has(Role.TABLE)
-        casts = state_boundary_casts(ctx, tables | ({reg.ref.name} if not phase else set()),
-                                     {reg.ref.name} if phase else set())
+        others = _other_state(ctx, found[0], reg.ref) if found is not None else []
+        tables = {r.ref.name for r in (*others, reg) if r.value.has(Role.TABLE)}
+        casts = state_boundary_casts(ctx, tables, {reg.ref.name} - tables)
         if casts:
             fix = FixPlan("safe", f"{fix.description}, {BOUNDARY_CASTS}", (*fix.edits, *casts))
     ctx.report(code, reg.node, message, reg.scope, fix)
