@@ -6571,3 +6571,60 @@ def test_a_kept_phase_buffer_has_its_tables_returned_in_the_activations_dtype(tm
     assert _found(fixed) == {} and _fixed(fixed) == fixed
     _attention_runs_in_bfloat16({"phase_buffer_original": textwrap.dedent(source), "phase_buffer_fixed": fixed},
                                 tmp_path)
+
+
+_PHASE_CACHED_CAST = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=32, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+                self._freqs = None
+
+            def _build(self, n, device, dtype):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                freqs = torch.outer(torch.arange(n, device=device, dtype=torch.float32), inv_freq)
+                self._freqs = freqs.to(dtype)
+
+            @property
+            def cos(self):
+                return self._freqs.cos()
+
+            @property
+            def sin(self):
+                return torch.sin(self._freqs[:, :])
+
+            def forward(self, x, n):
+                if self._freqs is None or self._freqs.shape[0] < n or self._freqs.dtype != x.dtype:
+                    self._build(n, x.device, x.dtype)
+                return self.cos[:n], self.sin[:n]
+'''
+
+
+def test_a_phase_cached_cast_and_read_by_properties_keeps_a_float32_copy_for_the_trig(tmp_path):
+    """`self._freqs = freqs.to(dtype)` read by `@property` cos/sin: the fix keeps a float32 copy beside the cached
+    phase, takes the trig of that and casts the tables to the cache's dtype, so the dtype check in forward and any
+    other reader see the cache as before; the bfloat16 tables become exact to one bfloat16 rounding."""
+    torch = pytest.importorskip("torch")
+    assert _found(_PHASE_CACHED_CAST) == {(14, "RPL007"): "safe"}
+    fixed = _fixed(_PHASE_CACHED_CAST)
+    assert "self._freqs_float32 = freqs\n" in fixed and "self._freqs_float32 = None\n" in fixed
+    assert "return self._freqs_float32.cos().to(self._freqs.dtype)" in fixed
+    assert "return torch.sin(self._freqs_float32[:, :]).to(self._freqs.dtype)" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    positions = torch.arange(8192, dtype=torch.float64)
+    inv = 1.0 / (10000.0 ** (torch.arange(0, 32, 2, dtype=torch.float64) / 32))
+    reference = torch.outer(positions, inv).cos()
+    errors = {}
+    for name, text in {"original": textwrap.dedent(_PHASE_CACHED_CAST), "fixed": fixed}.items():
+        cos, _ = _module_from(text, tmp_path, f"phase_cached_{name}").Rotary()(torch.zeros(1, dtype=torch.bfloat16),
+                                                                               8192)
+        assert cos.dtype == torch.bfloat16
+        errors[name] = float((cos.double() - reference).abs().max())
+    assert errors["fixed"] < 4e-3 < 0.5 < errors["original"]  # one bfloat16 rounding of |cos| <= 1, against lost angles
+    # Stored elsewhere too (a reset to another value): the copy could fall out of step, so no fix.
+    reset = _PHASE_CACHED_CAST.replace("self._freqs = None", "self._freqs = torch.zeros(0, 16)")
+    assert _found(reset) == {(14, "RPL007"): None}

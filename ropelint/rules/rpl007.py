@@ -85,7 +85,8 @@ class TrigAfterDowncast(Rule):
         if split is None:
             return None
         if any(t.scope.symbol != cast.scope.symbol for t in trigs):
-            return _returned_fix(ctx, cast, trigs) or _stored_fix(ctx, cast, [t.scope.node for t in trigs], split[0])
+            return _returned_fix(ctx, cast, trigs) or _stored_fix(ctx, cast, [t.scope.node for t in trigs], split[0]) \
+                or _mirrored_fix(ctx, cast, trigs)
         owner = ctx.model.statement_of.get(id(cast.node))
         if owner is not None and alone_in_block(cast.scope.node, owner):
             # ``if x.dtype == torch.float16: angles = angles.half()`` (``elif ...: .bfloat16()``): a cast chosen per
@@ -292,6 +293,42 @@ def _stored_fix(ctx: RuleContext, cast: Cast, table_fns: list[ast.AST | None], r
         return None  # used somewhere else in the file (or in code the analysis pruned)
     return FixPlan("safe", f"keep the cached phase `self.{attr}` float32 (the cos/sin taken of it are cast where "
                            f"they are taken)", (Replace(cast.node, receiver_code),))
+
+
+def _mirrored_fix(ctx: RuleContext, cast: Cast, trigs: list[Trig]) -> FixPlan | None:
+    """``self._freqs = freqs.to(dtype)`` in one method, ``self._freqs.cos()`` in others (``@property`` tables): a
+    float32 copy of the phase is kept beside the cast one (``self._freqs_float32 = freqs``) and the cos/sin are taken
+    of it and cast to the cached phase's dtype, so the tables keep their dtype and every other reader of
+    ``self._freqs`` (a dtype check, a shape, code elsewhere) sees what it saw before."""
+    stmt = ctx.model.statement_of.get(id(cast.node))
+    if not (isinstance(stmt, ast.Assign) and stmt.value is cast.node and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Attribute) and isinstance(stmt.targets[0].value, ast.Name)
+            and stmt.targets[0].value.id == "self" and isinstance(cast_receiver(cast.node), ast.Name)):
+        return None
+    attr, owner = stmt.targets[0].attr, cast.scope.symbol.split(".")[0]
+    cls = ctx.model.classes.get(owner)
+    mirror = f"{attr}_float32"
+    if cls is None or re.search(rf"\b{mirror}\b", ctx.source) \
+            or any(attr in c.state and c.state[attr].ref.follows_module_casts for c in ctx.model.classes.values()) \
+            or any(t.scope.symbol.split(".")[0] != owner or _is_complex(t.node) for t in trigs):
+        return None
+    stores = [n for m in cls.methods.values() for n in ast.walk(m) if isinstance(n, ast.Assign)
+              and any(isinstance(t, ast.Attribute) and t.attr == attr for t in n.targets)]
+    if len(re.findall(rf"\.{attr}\s*=[^=]", ctx.source)) != len(stores) or any(
+            n is not stmt and not (len(n.targets) == 1 and isinstance(n.value, ast.Constant) and n.value.value is None)
+            for n in stores):
+        return None  # stored elsewhere, or another value: the copy could fall out of step
+    edits: list[NodeEdit] = [InsertBeforeStatement(stmt, f"self.{mirror} = {ctx.code(cast_receiver(cast.node))}")]
+    edits += [InsertBeforeStatement(n, f"self.{mirror} = None") for n in stores if n is not stmt]
+    for t in trigs:
+        code = ctx.code(t.node)
+        if len(re.findall(rf"\bself\.{attr}\b", code)) != 1 or len(re.findall(r"\bself\.", code)) != 1:
+            return None  # the angle mixes the cache with something else
+        widened = _widened(_angle(t.node))[1]
+        code = re.sub(rf"\bself\.{attr}\b", f"self.{mirror}", code)
+        edits.append(Replace(t.node, code if widened else f"{code}.to(self.{attr}.dtype)"))
+    return FixPlan("safe", f"take cos/sin of a float32 copy of the phase kept beside `self.{attr}` and cast them to "
+                           f"its dtype (every other reader of `self.{attr}` sees it as before)", tuple(edits))
 
 
 def _returned_or_inspected(ctx: RuleContext, fn: ast.AST, node: ast.Attribute) -> bool:
