@@ -34,6 +34,7 @@ __all__ = [
     "Layout",
     "cos_sin",
     "apply_keeping_dtype",
+    "converted_keeping_dtype",
     "freqs_cis",
     "inv_freq",
     "inv_freq_from",
@@ -158,6 +159,17 @@ def apply_keeping_dtype(
     if materialised:
         _rebuild_kept(module, patterns, materialised[0])
     return result
+
+
+def converted_keeping_dtype(fn: Callable[[torch.Tensor], torch.Tensor], tensor: torch.Tensor) -> torch.Tensor:
+    """What ``fn``, the conversion ``nn.Module._apply`` hands an override, makes of ``tensor``, keeping its dtype:
+    for a plain attribute that a user's ``_apply`` converts like a buffer (``self._freqs = fn(self._freqs)``),
+    ``module.half()`` then moves the float32 table to the new device and no longer rounds it. A tensor on the meta
+    device gets what ``fn`` made of it (there are no values to keep)."""
+    out = fn(tensor)
+    if isinstance(out, torch.Tensor) and out.dtype != tensor.dtype and not tensor.is_meta:
+        return tensor.to(device=out.device)
+    return out
 
 
 def _parametrized(patterns: list[str], module: torch.nn.Module) -> list[str]:

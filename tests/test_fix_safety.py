@@ -225,6 +225,12 @@ def test_positions_built_in_a_callers_dtype_are_fixed_at_the_call():
     leaking = CALLER_DTYPE.replace("freqs = self.freqs_for(seq)", "freqs = self.freqs_for(seq)\n        self.last = seq")
     [again] = [d for d in check_text("rotary.py", leaking, ALL).diagnostics if d.code == "RPL005"]
     assert again.fix.safety == "unsafe"
+    # Some of the same positions picked by index (packed sequences): still only this file's phase reads them.
+    gathered = CALLER_DTYPE.replace("dtype=t.dtype)\n", "dtype=t.dtype)[position_ids]\n").replace(
+        "def forward(self, t):", "def forward(self, t, position_ids):")
+    [picked] = [d for d in check_text("rotary.py", gathered, ALL).diagnostics if d.code == "RPL005"]
+    assert picked.fix.safety == "safe"
+    assert "dtype=torch.float32)[position_ids]" in fix_text("rotary.py", gathered, ALL, unsafe=False).fixed
 
 
 def test_a_tensor_method_called_unbound_is_read_like_the_bound_call():

@@ -6628,3 +6628,163 @@ def test_a_phase_cached_cast_and_read_by_properties_keeps_a_float32_copy_for_the
     # Stored elsewhere too (a reset to another value): the copy could fall out of step, so no fix.
     reset = _PHASE_CACHED_CAST.replace("self._freqs = None", "self._freqs = torch.zeros(0, 16)")
     assert _found(reset) == {(14, "RPL007"): None}
+
+
+_FREQS_MOVED_NEXT_TO_HIDDEN = '''\
+        import torch
+        from torch import nn
+
+
+        def phase_for(freqs, positions):
+            t = positions.to(device=freqs.device, dtype=torch.float32)
+            return t[:, None] * freqs[None, :]
+
+
+        class Model(nn.Module):
+            def __init__(self, dim=32, theta=10000.0):
+                super().__init__()
+                self.embed = nn.Embedding(16, 4 * dim)
+                self.freqs = 1.0 / (theta ** (torch.arange(0, dim, 2).float() / dim))
+
+            def rotations(self, positions, h):
+                if self.freqs.device != h.device or self.freqs.dtype != h.dtype:
+                    self.freqs = self.freqs.to(h)
+                return torch.polar(torch.ones(1, device=h.device), phase_for(self.freqs, positions))
+
+            def forward(self, tokens, positions):
+                return self.rotations(positions, self.embed(tokens))
+'''
+
+
+def test_frequencies_moved_next_to_the_hidden_states_with_to_tensor_keep_float32(tmp_path):
+    """llama's `self.freqs = self.freqs.to(h)`: `Tensor.to(tensor)` takes the hidden states' dtype too, so a bfloat16
+    model rounds the frequencies. The fix keeps only the move (`.to(h.device, torch.float32)`); safe because every
+    read of `self.freqs` inspects it or meets float32 positions in an elementwise product (a float32 phase either
+    way). Measured: the rotation's angle error at position 8191 goes from radians to float32's."""
+    torch = pytest.importorskip("torch")
+    assert _found(_FREQS_MOVED_NEXT_TO_HIDDEN) == {(18, "RPL006"): "safe"}
+    fixed = _fixed(_FREQS_MOVED_NEXT_TO_HIDDEN)
+    assert "self.freqs = self.freqs.to(h.device, torch.float32)" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    positions = torch.arange(8192)
+    inv = 1.0 / (10000.0 ** (torch.arange(0, 32, 2, dtype=torch.float64) / 32))
+    reference = torch.outer(positions.double(), inv)
+    errors = {}
+    for name, text in {"original": textwrap.dedent(_FREQS_MOVED_NEXT_TO_HIDDEN), "fixed": fixed}.items():
+        model = _module_from(text, tmp_path, f"freqs_to_h_{name}").Model().bfloat16()
+        rotation = model(torch.zeros(8192, dtype=torch.long), positions)
+        errors[name] = float(torch.remainder(rotation.angle().double() - reference + torch.pi, 2 * torch.pi).sub(
+            torch.pi).abs().max())
+    assert errors["fixed"] < 1e-2 < 1.0 < errors["original"]
+    # The frequencies also handed back to callers: their dtype may matter there, so the fix is unsafe.
+    returned = _FREQS_MOVED_NEXT_TO_HIDDEN.replace(
+        "            def forward(self, tokens, positions):",
+        "            def frequencies(self):\n                return self.freqs\n\n"
+        "            def forward(self, tokens, positions):")
+    assert _found(returned) == {(18, "RPL006"): "unsafe"}
+
+
+_REGISTRY_PICKED_ON_SELF = '''\
+        import torch
+        from torch import nn
+
+
+        def _default_inv_freq(config, device):
+            d = config.dim
+            return 1.0 / (config.theta ** (torch.arange(0, d, 2, dtype=torch.int64, device=device).float() / d))
+
+
+        def _linear_inv_freq(config, device):
+            return _default_inv_freq(config, device) / config.factor
+
+
+        INIT_FUNCTIONS = {"default": _default_inv_freq, "linear": _linear_inv_freq}
+
+
+        class Rotary(nn.Module):
+            def __init__(self, config, kind="default"):
+                super().__init__()
+                self.config = config
+                self.init_fn = INIT_FUNCTIONS[kind]
+
+            def forward(self, x, position_ids):
+                inv_freq = self.init_fn(self.config, x.device).to(x)
+                freqs = position_ids[..., None].float() * inv_freq
+                return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+'''
+
+
+def test_a_call_through_a_registry_pick_held_on_self_returns_what_the_picked_functions_return():
+    """`self.init_fn = INIT_FUNCTIONS[kind]` (a dict of this file's functions), then `self.init_fn(config,
+    device).to(x)`: the call returns inverse frequencies, so their cast to the activations' dtype is RPL006, fixed
+    by keeping only the move to `x`'s device. Without the registry (an unknown callable) nothing is claimed."""
+    assert _found(_REGISTRY_PICKED_ON_SELF) == {(24, "RPL006"): "safe"}
+    fixed = _fixed(_REGISTRY_PICKED_ON_SELF)
+    assert "inv_freq = self.init_fn(self.config, x.device).to(x.device, torch.float32)" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    unknown = _REGISTRY_PICKED_ON_SELF.replace("self.init_fn = INIT_FUNCTIONS[kind]", "self.init_fn = config.init_fn")
+    assert _found(unknown) == {}
+
+
+_PHASE_CONVERTED_BY_APPLY = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=32, base=10000.0, n=4096):
+                super().__init__()
+                self.dim, self.base = dim, base
+                self._freqs = None
+                self._build(n)
+
+            def _build(self, n):
+                device = None if self._freqs is None else self._freqs.device
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, device=device).float() / self.dim))
+                freqs = torch.arange(n, device=device).float()[:, None] * inv_freq[None, :]
+                if self._freqs is not None:
+                    freqs = freqs.to(self._freqs)
+                self._freqs = freqs
+
+            def _apply(self, fn, recurse=True):
+                if self._freqs is not None:
+                    self._freqs = fn(self._freqs)
+                return super()._apply(fn, recurse)
+
+            def forward(self, x, n):
+                if n > self._freqs.shape[0]:
+                    self._build(n)
+                return self._freqs[:n].cos().to(x.dtype), self._freqs[:n].sin().to(x.dtype)
+'''
+
+
+def test_a_plain_attribute_that_the_modules_apply_converts_is_state_a_module_cast_rounds(tmp_path):
+    """`self._freqs = fn(self._freqs)` in the class's `_apply`: the phase follows `model.bfloat16()` as a buffer
+    would (RPL009). The fix converts it through the runtime helper (moved, never rounded) and keeps the device move of
+    `freqs.to(self._freqs)`; measured on the converted module, the cos error at 4095 goes from whole units to one
+    bfloat16 rounding. An `_apply` that names the attribute otherwise (a rebuild) is not this, and neither is a plain
+    attribute with no override."""
+    torch = pytest.importorskip("torch")
+    assert _found(_PHASE_CONVERTED_BY_APPLY) == {(18, "RPL009"): "safe"}
+    fixed = _fixed(_PHASE_CONVERTED_BY_APPLY)
+    assert "self._freqs = rope_runtime.converted_keeping_dtype(fn, self._freqs)" in fixed
+    assert "freqs = freqs.to(self._freqs.device)" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    reference = torch.outer(torch.arange(4096, dtype=torch.float64),
+                            1.0 / (10000.0 ** (torch.arange(0, 32, 2, dtype=torch.float64) / 32))).cos()
+    errors = {}
+    for name, text in {"original": textwrap.dedent(_PHASE_CONVERTED_BY_APPLY), "fixed": fixed}.items():
+        rotary = _module_from(text, tmp_path, f"applied_{name}").Rotary().bfloat16()
+        cos, _ = rotary(torch.zeros(1, dtype=torch.bfloat16), 4096)
+        assert cos.dtype == torch.bfloat16
+        errors[name] = float((cos.double() - reference).abs().max())
+    assert errors["fixed"] < 4e-3 < 0.5 < errors["original"]
+    rebuilt = _PHASE_CONVERTED_BY_APPLY.replace("self._freqs = fn(self._freqs)",
+                                                "self._freqs = None\n                    self._build(4096)")
+    assert _found(rebuilt) == {}
+    plain = _PHASE_CONVERTED_BY_APPLY.replace(
+        "            def _apply(self, fn, recurse=True):\n"
+        "                if self._freqs is not None:\n"
+        "                    self._freqs = fn(self._freqs)\n"
+        "                return super()._apply(fn, recurse)\n\n", "")
+    assert _found(plain) == {}

@@ -384,6 +384,33 @@ def test_apply_keeping_dtype_still_moves_devices_and_loads_from_meta() -> None:
     torch.testing.assert_close(module(positions), reference(positions), rtol=0.0, atol=1e-6)
 
 
+class _ConvertedAttribute(torch.nn.Module):
+    """A plain attribute its own `_apply` converts (`self._angles = fn(self._angles)`), through the helper."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._angles = torch.arange(8192, dtype=torch.float32)[:, None] * runtime.inv_freq(64, 1e4)
+        self.proj = torch.nn.Linear(4, 4)
+
+    def _apply(self, fn, recurse=True):  # type: ignore[no-untyped-def]
+        self._angles = runtime.converted_keeping_dtype(fn, self._angles)
+        return super()._apply(fn, recurse)
+
+
+def test_converted_keeping_dtype_moves_a_plain_attribute_without_rounding_it() -> None:
+    module = _ConvertedAttribute()
+    built = module._angles.clone()
+    module.bfloat16()
+    assert module._angles.dtype == torch.float32 and torch.equal(module._angles, built)
+    assert module.proj.weight.dtype == torch.bfloat16
+    # What the plain conversion would have done: bfloat16 keeps 8 bits of angles up to 8191 rad.
+    assert float((built.bfloat16().double() - built.double()).abs().max()) > 1.0
+    module.to("meta")
+    assert module._angles.device.type == "meta" and module._angles.dtype == torch.float32
+    module.to_empty(device="cpu")  # from the meta device: what `fn` made of it (no values to keep)
+    assert module._angles.device.type == "cpu" and module._angles.shape == built.shape
+
+
 class _KeptEntries(torch.nn.Module):
     """Frequencies held as the entries of a ParameterList and a ParameterDict (Gemma-style local/global)."""
 

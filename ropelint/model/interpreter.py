@@ -140,6 +140,8 @@ class ClassInfo:
     vmapped: dict[str, ast.expr] = field(default_factory=dict)
     # ``self._tables[n] = (cos, sin)``: what a dict (or list) held in ``self.<name>`` stores, and its items
     entries: dict[str, tuple[Val, tuple[Val, ...] | None]] = field(default_factory=dict)
+    # Plain attributes its ``_apply`` override converts as ``nn.Module`` converts buffers (``self.x = fn(self.x)``)
+    applied: frozenset[str] = frozenset()
 
     def set_only_in_init(self, attr: str) -> bool:
         """Only ``__init__`` writes ``self.<attr>``: forward reads what construction left there."""
@@ -592,6 +594,7 @@ class Interpreter:
         self._metadata_read = False
         self._calls_by_name: dict[str, list[ast.Call]] | None = None
         self._registry_table: dict[str, list[ast.Call]] | None = None  # function name -> calls through a dict
+        self._registry_callees: dict[int, list[str]] | None = None  # call -> the functions it may run
         self._partials_found: set[str] | None = None  # same-file functions bound by ``functools.partial``
         self._class_registries: dict[str, set[str]] = {}  # class attribute -> the methods its dict names
         self._callers: dict[int, FunctionNode] | None = None  # call node id -> the innermost function holding it
@@ -709,6 +712,8 @@ class Interpreter:
                          and (v.id in info.methods or v.id in self.model.functions)}
                 if named:
                     self._class_registries.setdefault(stmt.targets[0].id, set()).update(named)
+        if "_apply" in info.methods:
+            info.applied = _converted_like_buffers(info.methods["_apply"])
         init = info.methods.get("__init__")
         builders = [init] if init is not None else []
         if init is None:
@@ -876,6 +881,8 @@ class Interpreter:
                 src not in seen and (entry := self._find_state(info, src)) is not None
                 and entry.ref.follows_module_casts and not self._kept(info, src, seen | {state}) for src in sources)
 
+        if any(state in cls.applied for cls in self._mro(info)):
+            return False  # ``self._freqs = fn(self._freqs)``: converted as a buffer is, rounded with it
         return any((pattern.search(self.spans.text(fn)) is not None and not _only_widens(fn, state)
                     and not rounded_source(fn) and not _rebuilt_on_device_change_only(fn, state))
                    or _calls_self_method_after_super(fn, writers) for fn in overrides)
@@ -1374,7 +1381,13 @@ class Interpreter:
                 frame.cls.state[name] = StateEntry(ref, inner)
                 self._registered(source, ref, inner, frame)  # type: ignore[arg-type]
             else:
-                ref = StateRef(name, StateKind.ATTRIBUTE, source or target)
+                applied = any(name in cls.applied for cls in self._mro(frame.cls))
+                if applied and frame.scope.symbol.endswith("._apply"):
+                    return  # the conversion itself (``self._freqs = fn(self._freqs)``): the value stays what it was
+                ref = StateRef(name, StateKind.APPLIED if applied else StateKind.ATTRIBUTE, source or target)
+                if applied and val.roles & {Role.INV_FREQ, Role.PHASE, Role.TABLE, Role.COMPLEX}:
+                    # Converted by module casts as a buffer is: registered for the rules as one.
+                    self._registered(source or target, ref, val, frame)
                 # Flow-insensitive across branches and methods: keep what every assignment allows.
                 # ``self._cos = None`` in ``__init__`` and the tables later: the tables are what it holds.
                 if existing is not None and existing.value is not UNKNOWN and val is not UNKNOWN \
@@ -1885,6 +1898,9 @@ class Interpreter:
             return frame.nested[func.id]
         if isinstance(func, ast.Name) and func.id in self.model.functions and func.id not in frame.env:
             return self._function_summary(func.id)
+        picked = self._registry_pick(node, frame)
+        if picked is not None:
+            return picked
         element = self._element_of(func, frame)
         if element is not None:
             # ``rope(x, position_ids)`` for a module of ``self.rotaries``, or ``self.rotaries[i](x, position_ids)``.
@@ -3006,9 +3022,10 @@ class Interpreter:
                 # ``def _like(t, ref): return t.to(ref)``: what it means depends on what callers pass.
                 target, target_node = dtype_val(Dt.RUNTIME).evolve(param=vals[0].param), pos[0]
             elif method == "to" and target is None and vals and not vals[0].roles and vals[0].param is not None \
-                    and vals[0].dtype is Dt.UNKNOWN and receiver.roles & {Role.TABLE, Role.PHASE} \
+                    and vals[0].dtype is Dt.UNKNOWN and receiver.roles & {Role.TABLE, Role.PHASE, Role.INV_FREQ} \
                     and isinstance(pos[0], ast.Name) and pos[0].id == vals[0].param and pos[0].id in frame.scope.params:
-                # ``fn(emb).to(ref)``: the tables take the dtype of whatever tensor callers pass as ``ref``.
+                # ``fn(emb).to(ref)``: the tables take the dtype of whatever tensor callers pass as ``ref``; so do
+                # frequencies (``self.freqs = self.freqs.to(h)``, llama's move next to the hidden states).
                 target, target_node = dtype_val(Dt.RUNTIME).evolve(param=vals[0].param), pos[0]
             if target is None or not target.has(Role.DTYPE):
                 return receiver
@@ -3271,6 +3288,26 @@ class Interpreter:
                 for fn_name in registries[reg]:
                     self._registry_table.setdefault(fn_name, []).append(call)
         return self._registry_table
+
+    def _registry_pick(self, node: ast.Call, frame: Frame) -> Summary | None:
+        """``self.rope_init_fn(config, device)`` after ``self.rope_init_fn = ROPE_INIT_FUNCTIONS[kind]``, a dict of
+        this file's functions: what the first of them (by position in the file) that returns a rotary value returns.
+        (Not through ``functools.partial``: the call's arguments would not be the function's.)"""
+        func = node.func
+        if not ((isinstance(func, ast.Attribute) and _self_attr(func) and frame.cls is not None
+                 and not self._find_method(frame.cls, func.attr))
+                or (isinstance(func, ast.Name) and func.id not in self.model.functions)) \
+                or not any(isinstance(v, ast.Name) for values in self._dict_constants.values() for v in values.values()):
+            return None
+        if self._registry_callees is None:
+            self._registry_callees = {}
+            for name, calls in self.registry_calls().items():
+                for call in calls:
+                    self._registry_callees.setdefault(id(call), []).append(name)
+        names = sorted(self._registry_callees.get(id(node), ()),
+                       key=lambda n: self.model.functions[n].lineno if n in self.model.functions else 0)
+        summaries = [self._function_summary(n) for n in names if n in self.model.functions and n not in self.in_progress]
+        return next((s for s in summaries if s.returns.roles or (s.items and any(v.roles for v in s.items))), None)
 
     def _partial_functions(self) -> set[str]:
         """Same-file functions some ``functools.partial(<name>, ...)`` binds (found in the text first: most files
@@ -4085,6 +4122,26 @@ def _number_dispatch(test: ast.expr) -> str | None:
         if kinds and all((dotted(k) or [""])[-1] in ("int", "float", "Number", "Integral", "Real") for k in kinds):
             return test.args[0].id
     return None
+
+
+def _converted_like_buffers(fn: FunctionNode) -> frozenset[str]:
+    """Attributes an ``_apply(self, fn, ...)`` override converts with the conversion it is handed
+    (``self._freqs = fn(self._freqs)``), and names nowhere else: module casts round them as they round buffers."""
+    params = call_params(fn, is_method=True)
+    if not params:
+        return frozenset()
+    converted: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and (name := _self_attr(node.targets[0])) \
+                and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) \
+                and node.value.func.id == params[0] and len(node.value.args) == 1 and not node.value.keywords \
+                and _self_attr(node.value.args[0]) == name:
+            converted.add(name)
+    mentions = [n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute) and _self_attr(n) in converted]
+    # Named elsewhere in the override too (``if self._freqs is not None``, a rebuild after it): only the plain form.
+    return frozenset(name for name in converted
+                     if mentions.count(name) == 2 + sum(1 for n in ast.walk(fn) if isinstance(n, ast.Compare)
+                                                        and any(_self_attr(c) == name for c in ast.walk(n))))
 
 
 def _only_widens(fn: ast.AST, state: str) -> bool:

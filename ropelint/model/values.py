@@ -41,6 +41,8 @@ class StateKind(enum.Enum):
     BUFFER = "buffer"
     PARAMETER = "Parameter"
     ATTRIBUTE = "attribute"
+    # A plain attribute the class's ``_apply`` override converts like a buffer (``self._freqs = fn(self._freqs)``).
+    APPLIED = "attribute its `_apply` override converts"
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class StateRef:
 
     @property
     def follows_module_casts(self) -> bool:
-        return self.kind in (StateKind.BUFFER, StateKind.PARAMETER)
+        return self.kind in (StateKind.BUFFER, StateKind.PARAMETER, StateKind.APPLIED)
 
     def describe(self) -> str:
         if self.container:

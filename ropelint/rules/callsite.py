@@ -276,7 +276,10 @@ def _feeds_only_own_calls(ctx: RuleContext, caller: ast.AST, call: ast.Call) -> 
         names = [e.id for e in owner.targets[0].elts if isinstance(e, ast.Name)]
         return bool(names) and all(_only_kept(caller, later_loads(caller, owner, name), _phase_operands(ctx, caller))
                                    for name in names)
-    if not (isinstance(owner, ast.Assign) and owner.value is call and len(owner.targets) == 1
+    value = owner.value if isinstance(owner, ast.Assign) else None
+    while isinstance(value, ast.Subscript):
+        value = value.value  # ``seq = self.get_seq_pos(n, ...)[positions]``: some of the same positions
+    if not (isinstance(owner, ast.Assign) and value is call and len(owner.targets) == 1
             and isinstance(owner.targets[0], ast.Name)):
         return False
     name = owner.targets[0].id

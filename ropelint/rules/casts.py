@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable
 
 from ..diagnostics import FixPlan, Replace
 from ..model.events import Scope, TrigInHelper
-from ..model.interpreter import ACTIVATION_PARAMS, SCALAR_PARAMS, held_class, in_file_mro, is_runtime_inv_freq, is_trig_call
+from ..model.interpreter import (
+    ACTIVATION_PARAMS,
+    SCALAR_PARAMS,
+    call_params,
+    held_class,
+    in_file_mro,
+    is_runtime_inv_freq,
+    is_trig_call,
+    same_file_callable,
+)
 from ..model.names import TORCH_DTYPES_INT, dotted, qualname
 from ..model.values import Dt, Role
 from .base import (
@@ -382,7 +392,7 @@ def _unsafe_because(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, sco
                  if any(s is site for s in (*p.positions.sites, *p.freq.sites))]
     if not consumers:
         if _widened_downstream(ctx, site, scope) or _only_fed_to_full_helpers(ctx, site, scope) \
-                or _kept_in_self_read_widened(ctx, site, scope) \
+                or _kept_in_self_read_widened(ctx, site, scope) or _kept_in_self_for_float32_phases(ctx, site, scope) \
                 or (not (isinstance(dtype, ast.Name) and dtype.id in scope.params)  # else: passed float32 at the call
                     and _returned_to_a_widening_caller(ctx, site, scope)):
             return ""
@@ -601,6 +611,61 @@ def _kept_in_self_read_widened(ctx: RuleContext, site: ast.Call, scope: Scope) -
              and node.attr == target.attr and isinstance(node.value, ast.Name) and node.value.id == "self"]
     parents = {id(child): parent for parent in ast.walk(info.node) for child in ast.iter_child_nodes(parent)}
     return bool(reads) and all(not isinstance(node.ctx, ast.Store) and _widened(ctx, node, parents) for node in reads)
+
+
+def _kept_in_self_for_float32_phases(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
+    """``self.freqs = self.freqs.to(h)`` (llama's move of a plain float32 attribute next to the hidden states), where
+    every read of ``self.freqs`` in the class inspects it (``.dtype``, ``.device``, ``.shape``), is the cast's own
+    receiver, or is handed to a same-file function whose parameter only meets float32 positions in an elementwise
+    product: that phase is float32 whatever the frequencies' dtype, so keeping them float32 changes no dtype."""
+    stmt = ctx.model.statement_of.get(id(site))
+    if not (isinstance(stmt, ast.Assign) and stmt.value is site and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Attribute) and isinstance(stmt.targets[0].value, ast.Name)
+            and stmt.targets[0].value.id == "self" and "." in scope.symbol):
+        return False
+    attr = stmt.targets[0].attr
+    info = ctx.model.classes.get(scope.symbol.split(".")[0])
+    if info is None or any(attr in c.state and c.state[attr].ref.follows_module_casts
+                           for c in ctx.model.classes.values()):
+        return False
+    nodes = [n for n in ast.walk(info.node) if isinstance(n, ast.Attribute) and n.attr == attr
+             and isinstance(n.value, ast.Name) and n.value.id == "self"]
+    if len(re.findall(rf"\.{attr}\b", ctx.source)) != len(nodes):
+        return False  # read somewhere else in the file
+    parents = {id(child): parent for parent in ast.walk(info.node) for child in ast.iter_child_nodes(parent)}
+    inside = {id(n) for n in ast.walk(site)}
+    handed = False
+    for node in nodes:
+        parent = parents.get(id(node))
+        if isinstance(node.ctx, ast.Store) or id(node) in inside \
+                or (isinstance(parent, ast.Attribute) and parent.attr in ("dtype", "device", "shape")):
+            continue
+        if not (isinstance(parent, ast.Call) and node in parent.args and _float32_phase_param(ctx, info, parent,
+                                                                                              parent.args.index(node))):
+            return False
+        handed = True
+    return handed
+
+
+def _float32_phase_param(ctx: RuleContext, info, call: ast.Call, index: int) -> bool:  # type: ignore[no-untyped-def]
+    """The ``index``-th argument of ``call`` (a same-file function or method) is read only inside elementwise
+    products with float32 positions (and for its shape)."""
+    name = (dotted(call.func) or [""])[-1]
+    method = isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name) \
+        and call.func.value.id == "self"
+    fn = same_file_callable(ctx.model, info, name, method=True) if method else ctx.model.functions.get(name)
+    if fn is None or any(isinstance(a, ast.Starred) for a in call.args[:index + 1]):
+        return False
+    params = call_params(fn, is_method=method)
+    if index >= len(params):
+        return False
+    param = params[index]
+    products = [p for p in ctx.model.products if p.scope.node is fn and p.freq.param == param]
+    if not products or any(p.form != "elementwise" or p.positions.dtype is not Dt.FULL for p in products):
+        return False
+    allowed = shape_only_reads(fn) | {id(n) for p in products for n in ast.walk(p.node)}
+    return all(id(n) in allowed for n in ast.walk(fn)
+               if isinstance(n, ast.Name) and n.id == param and isinstance(n.ctx, ast.Load))
 
 
 def _widened(ctx: RuleContext, node: ast.AST, parents: dict[int, ast.AST]) -> bool:

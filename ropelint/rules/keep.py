@@ -19,9 +19,10 @@ import ast
 from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, InsertBeforeStatement, Replace
 from ..model.events import Product
 from ..model.interpreter import in_file_mro, is_cast_call
+from ..model.names import dotted
 from ..model.values import Role, StateKind, StateRef
 from ..vendor import IMPORT_MODULE
-from .base import RuleContext, atom_code, cast_receiver, tuple_code
+from .base import RuleContext, atom_code, cast_receiver, spelled_as_tensor, tuple_code
 from .casts import BOUNDARY_CASTS, state_boundary_casts
 
 DERIVED = frozenset({Role.TABLE, Role.PHASE, Role.COMPLEX})  # values built from the frequencies
@@ -95,6 +96,8 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
     safety = "unsafe" if learnable else "safe"
     why = f" ({LEARNABLE})" if learnable else ""
     dropped = construction_casts(ctx, ref)
+    if ref.kind is StateKind.APPLIED:
+        return _applied_fix(ctx, info, ref, what, dropped)
     if "_apply" in info.methods:
         names = _kept_names(info.methods["_apply"])
         if names is None:
@@ -133,6 +136,24 @@ def keep_fix(ctx: RuleContext, ref: StateRef, what: str) -> tuple[FixPlan | None
                    edits), ""
 
 
+def _applied_fix(ctx: RuleContext, info, ref: StateRef, what: str,  # type: ignore[no-untyped-def]
+                 dropped: tuple[Replace, ...]) -> tuple[FixPlan | None, str]:
+    """A plain attribute the class's own ``_apply`` converts (``self._freqs = fn(self._freqs)``): that conversion
+    goes through the runtime helper, which keeps the dtype and still moves the tensor between devices."""
+    override = next((cls.methods["_apply"] for cls in _bases(ctx, info) if "_apply" in cls.methods), None)
+    params = [a.arg for a in override.args.args[1:2]] if override is not None else []
+    calls = [n for n in ast.walk(override) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+             and n.func.id in params and len(n.args) == 1 and (dotted(n.args[0]) or []) == ["self", ref.name]] \
+        if override is not None else []
+    if len(calls) != 1:
+        return None, f"the `_apply` override converting `{ref.name}` was not found"
+    call = calls[0]
+    edit = Replace(call, f"rope_runtime.converted_keeping_dtype({ctx.code(call.func)}, {ctx.code(call.args[0])})")
+    return FixPlan("safe", f"keep {what} `{ref.name}` float32 through module dtype casts: the `_apply` override "
+                           f"converts it through ropelint's runtime helper, which still moves it between devices"
+                           f"{_dropped_note(dropped)}", (edit, AddImport(IMPORT_MODULE), *dropped)), ""
+
+
 def construction_casts(ctx: RuleContext, ref: StateRef) -> tuple[Replace, ...]:
     """The casts to a 16-bit-able dtype that made the registered value (``(basis * math.pi / 2).to(dtype)``,
     ``emb.cos().to(dtype)``), as edits that drop them: a kept tensor would otherwise keep what they rounded."""
@@ -142,7 +163,11 @@ def construction_casts(ctx: RuleContext, ref: StateRef) -> tuple[Replace, ...]:
         receiver = cast_receiver(cast) if isinstance(cast, ast.Call) else None
         if receiver is not None and is_cast_call(cast) and reg.scope.node is not None \
                 and any(n is cast for n in ast.walk(reg.scope.node)):
-            edits.append(Replace(cast, atom_code(ctx, receiver, cast)))
+            moved = cast.args[0] if isinstance(cast.func, ast.Attribute) and cast.func.attr in ("to", "type_as") \
+                and len(cast.args) == 1 and not cast.keywords and spelled_as_tensor(ctx, cast.args[0]) else None
+            # ``freqs.to(self._freqs)`` moves to that tensor's device as well: the move stays.
+            edits.append(Replace(cast, atom_code(ctx, receiver, cast) if moved is None
+                                 else f"{atom_code(ctx, receiver, cast)}.to({ctx.code(moved)}.device)"))
     return tuple(edits)
 
 
