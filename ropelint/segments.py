@@ -603,6 +603,10 @@ def _dtype_handed(text: bytes, block: _Block, takers: list[bytes]) -> list[str]:
 
 
 _RETURNED_CAST = re.compile(r"return\b[^\n]*\b(?:cos|sin)\w*(?:\(\))?\.(?:to|type_as|type)\(")
+# ``return sin, cos`` (GPT-J's ``sin_cos(position_ids)`` reading a cached table): a fix keeping that table float32
+# casts the tables where the class's callers rotate with them.
+_RETURNED_TABLES = re.compile(r"^[ \t]*return[ \t]+\(?[ \t]*(?:cos|sin)\w*[ \t]*,[ \t]*(?:cos|sin)\w*[ \t]*\)?[ \t]*$",
+                              re.MULTILINE)
 
 
 def _takes_tables(function: str) -> bool:
@@ -612,9 +616,9 @@ def _takes_tables(function: str) -> bool:
 
 
 def _returns_cast_tables(method: str) -> bool:
-    """``return cos.to(dtype), sin.to(dtype)``: the callers in the class receive the tables, and a fix that
-    changes their dtype casts them there."""
-    return _RETURNED_CAST.search(method) is not None
+    """``return cos.to(dtype), sin.to(dtype)`` (or ``return sin, cos``): the callers in the class receive the
+    tables, and a fix that changes their dtype casts them there."""
+    return _RETURNED_CAST.search(method) is not None or _RETURNED_TABLES.search(method) is not None
 
 
 def _takes_dtype(method: str) -> bool:

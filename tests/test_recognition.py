@@ -6788,3 +6788,162 @@ def test_a_plain_attribute_that_the_modules_apply_converts_is_state_a_module_cas
         "                    self._freqs = fn(self._freqs)\n"
         "                return super()._apply(fn, recurse)\n\n", "")
     assert _found(plain) == {}
+
+
+_SINCOS_GETTER_ATTENTION = '''\
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+
+        def create_sinusoidal_positions(num_pos, dim, base=10000.0):
+            inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            angles = torch.arange(num_pos, dtype=torch.float32)[:, None] * inv_freq[None, :]
+            return torch.cat((torch.sin(angles), torch.cos(angles)), dim=1)
+
+
+        def rotate_every_two(x):
+            return torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
+
+
+        def apply_rotary_pos_emb(tensor, sin, cos):
+            sin = torch.repeat_interleave(sin[:, :, None, :], 2, 3)
+            cos = torch.repeat_interleave(cos[:, :, None, :], 2, 3)
+            return (tensor * cos) + (rotate_every_two(tensor) * sin)
+
+
+        class Attention(nn.Module):
+            def __init__(self, hidden=256, heads=4, rotary_dim=32, n_positions=2048):
+                super().__init__()
+                self.heads, self.rotary_dim = heads, rotary_dim
+                self.register_buffer("embed_positions", create_sinusoidal_positions(n_positions, rotary_dim),
+                                     persistent=False)
+                self.qkv = nn.Linear(hidden, 3 * hidden, bias=False)
+
+            def sin_cos(self, position_ids):
+                sincos = self.embed_positions[position_ids]
+                sin, cos = torch.split(sincos, sincos.shape[-1] // 2, dim=-1)
+                return sin, cos
+
+            def forward(self, h):
+                b, n, _ = h.shape
+                q, k, v = (t.view(b, n, self.heads, -1) for t in self.qkv(h).chunk(3, dim=-1))
+                sin, cos = self.sin_cos(torch.arange(n)[None])
+                d = self.rotary_dim
+                q = torch.cat([apply_rotary_pos_emb(q[..., :d], sin, cos), q[..., d:]], dim=-1)
+                k = torch.cat([apply_rotary_pos_emb(k[..., :d], sin, cos), k[..., d:]], dim=-1)
+                out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+                return out.transpose(1, 2).reshape(b, n, -1)
+'''
+
+
+def test_tables_kept_float32_and_handed_by_a_getter_to_a_rotating_function_are_cast_at_that_call(tmp_path):
+    """GPT-J's `sin, cos = self.sin_cos(position_ids)`, then `apply_rotary_pos_emb(q_rot, sin, cos)` (a same-file
+    function multiplying its tensor by the tables, casting nothing): with the table buffer kept float32 (RPL011's
+    `_apply` fix), the call hands it the tables in the rotated tensor's dtype, as a module cast did before; without
+    that the bfloat16 attention meets float32 queries and raises (measured below: it runs)."""
+    source = textwrap.dedent(_SINCOS_GETTER_ATTENTION)
+    assert _found(source) == {(26, "RPL011"): "safe"}
+    fixed = _fixed(source)
+    # A slice of the queries has their dtype.
+    assert "apply_rotary_pos_emb(q[..., :d], sin.to(q.dtype), cos.to(q.dtype))" in fixed
+    _attention_runs_in_bfloat16({"sincos_sliced_fixed": fixed}, tmp_path)
+    named = source.replace("q = torch.cat([apply_rotary_pos_emb(q[..., :d], sin, cos), q[..., d:]], dim=-1)",
+                           "q_rot = q[..., :d]\n        q = torch.cat([apply_rotary_pos_emb(q_rot, sin, cos), "
+                           "q[..., d:]], dim=-1)").replace(
+        "k = torch.cat([apply_rotary_pos_emb(k[..., :d], sin, cos), k[..., d:]], dim=-1)",
+        "k_rot = k[..., :d]\n        k = torch.cat([apply_rotary_pos_emb(k_rot, sin, cos), k[..., d:]], dim=-1)")
+    fixed = _fixed(named)
+    assert "apply_rotary_pos_emb(q_rot, sin.to(q_rot.dtype), cos.to(q_rot.dtype))" in fixed
+    assert "apply_rotary_pos_emb(k_rot, sin.to(k_rot.dtype), cos.to(k_rot.dtype))" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    _attention_runs_in_bfloat16({"sincos_getter_original": named, "sincos_getter_fixed": fixed}, tmp_path)
+
+
+_TABLES_CACHED_BY_TUPLE = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=32, base=10000.0, precision=torch.float32):
+                super().__init__()
+                self.register_buffer("inv_freq", 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim)))
+                self.precision = precision
+                self.max_seq_len_cached = None
+
+            def forward(self, x, seq_len):
+                if self.max_seq_len_cached is None or seq_len > self.max_seq_len_cached:
+                    self.max_seq_len_cached = seq_len
+                    t = torch.arange(seq_len, device=x.device, dtype=self.inv_freq.dtype)
+                    freqs = torch.einsum("i,j->ij", t, self.inv_freq)
+                    emb = torch.cat((freqs, freqs), dim=-1)
+                    cos_cached = emb.cos()[:, None, :]
+                    sin_cached = emb.sin()[:, None, :]
+                    if self.precision == torch.bfloat16:
+                        cos_cached = cos_cached.bfloat16()
+                        sin_cached = sin_cached.bfloat16()
+                    self.cos_cached, self.sin_cached = cos_cached, sin_cached
+                return self.cos_cached[:seq_len, ...], self.sin_cached[:seq_len, ...]
+'''
+
+
+def test_tables_cached_through_a_tuple_and_cast_on_one_branch_are_returned_in_the_activations_dtype(tmp_path):
+    """ChatGLM-6B's cache: `cos_cached = emb.cos()`, cast to bfloat16 on one branch only, stored with
+    `self.cos_cached, self.sin_cached = cos_cached, sin_cached` and returned from there. The fixes make the phase
+    float32, so the tables the forward returns are cast to `x.dtype` (they had the model's dtype before); measured: a
+    bfloat16 model gets bfloat16 tables within one rounding of float64."""
+    torch = pytest.importorskip("torch")
+    fixed = _fixed(_TABLES_CACHED_BY_TUPLE)
+    assert "return self.cos_cached[:seq_len, ...].to(x.dtype), self.sin_cached[:seq_len, ...].to(x.dtype)" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    reference = torch.outer(torch.arange(4096, dtype=torch.float64),
+                            1.0 / (10000.0 ** (torch.arange(0, 32, 2, dtype=torch.float64) / 32))).cos()
+    for name, text in {"original": textwrap.dedent(_TABLES_CACHED_BY_TUPLE), "fixed": fixed}.items():
+        rotary = _module_from(text, tmp_path, f"tuple_cache_{name}").Rotary().bfloat16()
+        cos, _ = rotary(torch.zeros(1, dtype=torch.bfloat16), 4096)
+        error = float((cos[:, 0, :16].double() - reference).abs().max())
+        assert cos.dtype == torch.bfloat16 and (error < 4e-3 if name == "fixed" else error > 0.5)
+
+
+def test_a_returned_value_cast_by_its_last_assignment_needs_no_cast_and_a_reassigned_activation_gives_none():
+    """Qwen2-VL's `apply_rotary_pos_emb_vision`: `tensor = tensor.float()`, ..., `output = output.to(orig_dtype)`,
+    `return output`. The last assignment in line before the return casts, so the fixes making the vision rotary's
+    phase float32 add nothing there (a `.to(tensor.dtype)` would have made it float32: `tensor` was rebound)."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def rotate_half(x):
+            x1, x2 = x.chunk(2, dim=-1)
+            return torch.cat((-x2, x1), dim=-1)
+
+
+        def apply_rotary_pos_emb_vision(tensor, freqs):
+            orig_dtype = tensor.dtype
+            tensor = tensor.float()
+            cos = freqs.cos().repeat(1, 2).float()
+            sin = freqs.sin().repeat(1, 2).float()
+            output = (tensor * cos) + (rotate_half(tensor) * sin)
+            output = output.to(orig_dtype)
+            return output
+
+
+        class VisionRotaryEmbedding(nn.Module):
+            def __init__(self, dim, theta=10000.0):
+                super().__init__()
+                inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+            def forward(self, seqlen):
+                seq = torch.arange(seqlen, device=self.inv_freq.device, dtype=self.inv_freq.dtype)
+                return torch.outer(seq, self.inv_freq)
+        '''
+    assert _found(source) == {(27, "RPL005"): "safe", (28, "RPL002"): "safe"}
+    fixed = _fixed(source)
+    assert "    output = output.to(orig_dtype)\n    return output\n" in fixed
+    assert ".to(tensor.dtype)" not in fixed
+    # Without the cast, the output would need one, and `tensor` no longer holds the caller's dtype: unsafe.
+    uncast = source.replace("            output = output.to(orig_dtype)\n", "")
+    assert set(_found(uncast).values()) == {"unsafe"}

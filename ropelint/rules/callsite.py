@@ -99,14 +99,43 @@ def table_valued(fn: ast.AST, value: ast.expr, is_table: Callable[[ast.AST], boo
     (``cos_sin = self.cache[positions]``, ``cos, sin = cos_sin.chunk(2, dim=-1)``)."""
     if any(is_table(n) for n in ast.walk(value)):
         return True
-    found = assigned_value(fn, value.id, value) if isinstance(value, ast.Name) else None
-    if found is None or found[0] is None or depth > 3:
+    if not isinstance(value, ast.Name) or depth > 3:
         return False
+    found = assigned_value(fn, value.id, value)
+    # Assigned on several lines (``cos = emb.cos()``, then ``cos = cos.bfloat16()`` on one branch): a table if one
+    # of them makes one.
+    sources = [found[0]] if found is not None else _assignments_before(fn, value.id, value)
     return any(is_table(n) or (isinstance(n, ast.Name) and n is not value and n.id != value.id
-                               and table_valued(fn, n, is_table, depth + 1)) for n in ast.walk(found[0]))
+                               and table_valued(fn, n, is_table, depth + 1))
+               for source in sources if source is not None for n in ast.walk(source))
+
+
+def _assignments_before(fn: ast.AST, name: str, before: ast.AST) -> list[ast.expr]:
+    limit = (before.lineno, before.col_offset)  # type: ignore[attr-defined]
+    return [node.value for node in ast.walk(fn) if isinstance(node, ast.Assign)
+            and (node.lineno, node.col_offset) < limit and any(isinstance(t, ast.Name) and t.id == name
+                                                               for t in node.targets)]
 
 
 _SPLITS = RESHAPES | {"split", "chunk", "unbind", "tensor_split"}
+
+
+def _last_in_line(fn: ast.AST, name: ast.Name) -> ast.expr | None:
+    """What the last of several assignments of ``name`` before this read assigns, when it stands in the same
+    statement list as the read (``output = ...; output = output.to(orig_dtype); return output``), so every path
+    reaching the read passes it; None when it sits on a branch of its own."""
+    bodies = [getattr(node, field) for node in ast.walk(fn) for field in ("body", "orelse", "finalbody")
+              if isinstance(getattr(node, field, None), list)]
+    for body in bodies:
+        reading = next((i for i, stmt in enumerate(body) if any(n is name for n in ast.walk(stmt))), None)
+        if reading is None:
+            continue
+        for stmt in reversed(body[:reading]):
+            if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name.id for t in stmt.targets):
+                return stmt.value if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) else None
+            if any(isinstance(n, ast.Name) and n.id == name.id and isinstance(n.ctx, ast.Store) for n in ast.walk(stmt)):
+                return None  # rebound inside a compound statement (a branch, a loop)
+    return None
 
 
 def _ends_in_cast(fn: ast.AST, value: ast.expr, depth: int = 0) -> bool:
@@ -114,7 +143,7 @@ def _ends_in_cast(fn: ast.AST, value: ast.expr, depth: int = 0) -> bool:
     ``sin, cos = torch.split(sincos, half, dim=-1)``)."""
     if isinstance(value, ast.Name):
         found = assigned_value(fn, value.id, value)
-        value = found[0] if found is not None and found[0] is not None else value
+        value = found[0] if found is not None and found[0] is not None else _last_in_line(fn, value) or value
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in _CASTS:
         return True
     while isinstance(value, ast.Subscript):

@@ -34,7 +34,7 @@ from .base import (
     spelled_as_tensor,
     under_reshapes,
 )
-from .callsite import caller_dtype_fix, calls_of, enclosing_function, tables_kept_in
+from .callsite import caller_dtype_fix, calls_of, enclosing_function, table_valued, tables_kept_in
 from .construction import assigned_value
 
 # Calls that take integer indices: positions made float32 would break them.
@@ -143,6 +143,9 @@ def plan_fix(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Sco
         return FixPlan("unsafe", f"{description} ({why})", edits)
     consumers = [p for p in ctx.model.products if any(s is site for s in (*p.positions.sites, *p.freq.sites))]
     kept = boundary_casts(ctx, consumers) if dtype is not None else ()
+    if kept is None:
+        return FixPlan("unsafe", f"{description} (the cos/sin tables would leave a function float32 where they had "
+                                 f"the model's dtype, beside other values no cast can be placed for)", edits)
     if kept:
         return FixPlan("safe", f"{description}, {BOUNDARY_CASTS}", (*edits, *kept))
     return FixPlan("safe", description, edits)
@@ -151,10 +154,11 @@ def plan_fix(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Sco
 BOUNDARY_CASTS = "and cast the tables to the dtype of the activations they meet"
 
 
-def boundary_casts(ctx: RuleContext, products: list) -> tuple[Replace, ...]:  # type: ignore[type-arg]
+def boundary_casts(ctx: RuleContext, products: list) -> tuple[Replace, ...] | None:  # type: ignore[type-arg]
     """Casts to the activations' dtype for the cos/sin tables a function returns uncast, when the fix makes the
     phase they come from float32 where both its inputs could be 16-bit: they were in the model's dtype, and float32
-    tables would make ``q * cos`` float32 queries, which the attention's matmul with 16-bit values rejects."""
+    tables would make ``q * cos`` float32 queries, which the attention's matmul with 16-bit values rejects. None when
+    such tables leave a function by a return that holds something else too (no cast can be placed for them)."""
     functions: dict[int, ast.AST] = {}
     for product in products:
         if product.positions.dtype is Dt.FULL or product.freq.dtype is Dt.FULL:
@@ -178,7 +182,20 @@ def boundary_casts(ctx: RuleContext, products: list) -> tuple[Replace, ...]:  # 
     stored: set[str] = set()
     for fn in functions.values():
         activation = _activation_param(fn)
-        edits += (tables_kept_in(ctx, fn, f"{activation}.dtype") or ()) if activation is not None else ()
+        if activation is not None:
+            kept_state = _table_state(fn)
+
+            def is_table(node: ast.AST, kept_state: set[str] = kept_state) -> bool:
+                # ``self.cos_cached, self.sin_cached = cos, sin`` then ``return self.cos_cached[:n], ...``
+                return is_trig_call(node) or (isinstance(node, ast.Attribute) and node.attr in kept_state
+                                              and isinstance(node.value, ast.Name) and node.value.id == "self")
+            casts = tables_kept_in(ctx, fn, f"{activation}.dtype", is_table)
+            if casts is None or (casts and any(isinstance(n, ast.Name) and n.id == activation
+                                               and isinstance(n.ctx, ast.Store) for n in ast.walk(fn))):
+                # Tables it returns would change dtype, and no cast can be placed for them (or only one to the
+                # activation's dtype after ``tensor = tensor.float()``, which is not the caller's any more).
+                return None
+            edits += casts
         edits += _rotation_casts(ctx, fn)
         # ``self.cos_cached = emb.cos()[None, None]`` in a cache builder: the methods reading the cache hand on what
         # is now float32.
@@ -188,6 +205,24 @@ def boundary_casts(ctx: RuleContext, products: list) -> tuple[Replace, ...]:  # 
     if stored:
         edits += [e for e in state_boundary_casts(ctx, stored) if all(e.node is not x.node for x in edits)]
     return tuple(edits)
+
+
+def _table_state(fn: ast.AST) -> set[str]:
+    """Attributes ``fn`` stores cos/sin tables in (``self.cos_cached = emb.cos()``, or ``self.cos_cached,
+    self.sin_cached = cos_cached, sin_cached`` with those locals tables)."""
+    found: set[str] = set()
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            pairs = zip(target.elts, node.value.elts) if isinstance(target, ast.Tuple) \
+                and isinstance(node.value, ast.Tuple) and len(target.elts) == len(node.value.elts) \
+                else [(target, node.value)]
+            for t, v in pairs:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" \
+                        and table_valued(fn, v):
+                    found.add(t.attr)
+    return found
 
 
 def _rotation_casts(ctx: RuleContext, fn: ast.AST, is_table: Callable[[ast.AST], bool] = is_trig_call) -> list[Replace]:
@@ -214,7 +249,44 @@ def _rotation_casts(ctx: RuleContext, fn: ast.AST, is_table: Callable[[ast.AST],
                 cast = f"{text}.to({rotated.id}.dtype)" if is_atom(table) else f"({text}).to({rotated.id}.dtype)"
                 edits.append(Replace(table, cast))
                 break
+    for node in ast.walk(fn) if table_locals else ():
+        # ``apply_rotary_pos_emb(k_rot, sin, cos)``: a same-file function multiplying its tensor by the tables it is
+        # handed (and not casting what it returns) gets them in that tensor's dtype.
+        callee = ctx.model.functions.get(node.func.id) if isinstance(node, ast.Call) \
+            and isinstance(node.func, ast.Name) else None
+        if callee is None or _casts_its_output(callee) or any(isinstance(a, ast.Starred) for a in node.args):
+            continue
+        params = [a.arg for a in (*callee.args.posonlyargs, *callee.args.args)]
+        given = dict(zip(params, node.args)) | {k.arg: k.value for k in node.keywords if k.arg}
+        tables = {p: a for p, a in given.items() if isinstance(a, ast.Name) and a.id in table_locals}
+        rotated = [(p, base) for p, a in given.items() if isinstance(base := _sliced_from(a), ast.Name)
+                   and base.id not in table_locals and any(_multiplies(callee, p, t) for t in tables)]
+        if len(rotated) == 1:
+            name = rotated[0][1].id  # ``q[..., :d]`` has ``q``'s dtype
+            edits += [Replace(a, f"{a.id}.to({name}.dtype)") for p, a in tables.items()
+                      if _multiplies(callee, rotated[0][0], p)]
     return edits
+
+
+def _sliced_from(node: ast.expr) -> ast.expr:
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return node
+
+
+def _multiplies(fn: ast.AST, tensor: str, table: str) -> bool:
+    """``fn`` multiplies (something made of) its parameter ``tensor`` by its parameter ``table`` (``x * cos``, with
+    ``cos`` perhaps reshaped into itself first)."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            for side, other in ((node.left, node.right), (node.right, node.left)):
+                inner = under_reshapes(side)
+                while isinstance(inner, ast.Subscript):
+                    inner = under_reshapes(inner.value)
+                if isinstance(inner, ast.Name) and inner.id == table \
+                        and any(isinstance(n, ast.Name) and n.id == tensor for n in ast.walk(other)):
+                    return True
+    return False
 
 
 def state_boundary_casts(ctx: RuleContext, names: set[str], phases: frozenset[str] | set[str] = frozenset(),

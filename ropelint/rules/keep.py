@@ -22,7 +22,7 @@ from ..model.interpreter import in_file_mro, is_cast_call
 from ..model.names import dotted
 from ..model.values import Role, StateKind, StateRef
 from ..vendor import IMPORT_MODULE
-from .base import RuleContext, atom_code, cast_receiver, spelled_as_tensor, tuple_code
+from .base import RuleContext, atom_code, cast_receiver, read_as_tensor, spelled_as_tensor, tuple_code
 from .casts import BOUNDARY_CASTS, state_boundary_casts
 
 DERIVED = frozenset({Role.TABLE, Role.PHASE, Role.COMPLEX})  # values built from the frequencies
@@ -163,8 +163,11 @@ def construction_casts(ctx: RuleContext, ref: StateRef) -> tuple[Replace, ...]:
         receiver = cast_receiver(cast) if isinstance(cast, ast.Call) else None
         if receiver is not None and is_cast_call(cast) and reg.scope.node is not None \
                 and any(n is cast for n in ast.walk(reg.scope.node)):
-            moved = cast.args[0] if isinstance(cast.func, ast.Attribute) and cast.func.attr in ("to", "type_as") \
+            target = cast.args[0] if isinstance(cast.func, ast.Attribute) and cast.func.attr in ("to", "type_as") \
                 and len(cast.args) == 1 and not cast.keywords and spelled_as_tensor(ctx, cast.args[0]) else None
+            moved = target if target is not None and (cast.func.attr == "type_as" or _self_attr(target) is not None
+                                                      or (isinstance(target, ast.Name)
+                                                          and read_as_tensor(reg.scope.node, target.id))) else None
             # ``freqs.to(self._freqs)`` moves to that tensor's device as well: the move stays.
             edits.append(Replace(cast, atom_code(ctx, receiver, cast) if moved is None
                                  else f"{atom_code(ctx, receiver, cast)}.to({ctx.code(moved)}.device)"))
@@ -293,3 +296,9 @@ def _names(ctx: RuleContext, info, ref: StateRef) -> list[str]:  # type: ignore[
 
 def _quoted(names: list[str]) -> str:
     return tuple_code([f'"{name}"' for name in names])
+
+
+def _self_attr(node: ast.AST) -> str | None:
+    """``name`` in ``self.<name>``."""
+    return node.attr if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+        and node.value.id == "self" else None

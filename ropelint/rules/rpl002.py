@@ -102,7 +102,11 @@ class InvFreqInModuleState(Rule):
             change = dtype_change(ctx, readers, product.scope)
             if change:
                 fix = FixPlan("unsafe", f"{fix.description} ({change})", fix.edits)
-            elif kept := boundary_casts(ctx, readers):
+            elif (kept := boundary_casts(ctx, readers)) is None:
+                fix = FixPlan("unsafe", f"{fix.description} (the cos/sin tables would leave a function float32 "
+                                        f"where they had the model's dtype, beside other values no cast can be "
+                                        f"placed for)", fix.edits)
+            elif kept:
                 fix = FixPlan("safe", f"{fix.description}, {BOUNDARY_CASTS}", (*fix.edits, *kept))
         if fix is None and why:
             message += f" (no automatic fix: {why})"
