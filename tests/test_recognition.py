@@ -6947,3 +6947,30 @@ def test_a_returned_value_cast_by_its_last_assignment_needs_no_cast_and_a_reassi
     # Without the cast, the output would need one, and `tensor` no longer holds the caller's dtype: unsafe.
     uncast = source.replace("            output = output.to(orig_dtype)\n", "")
     assert set(_found(uncast).values()) == {"unsafe"}
+
+
+def test_an_index_parameter_broadcast_against_the_frequencies_is_the_phase():
+    """`frame_idx[:, None] * self.inv_freq[None, :]` (int64 frame numbers of a video motion module, named like an
+    index): the outer product by broadcasting is the phase, so the rounded buffer is RPL002. A plain integer operand
+    without the trailing axis is no coordinate grid, and stays unclaimed."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class TemporalRotary(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+            def forward(self, frame_idx):
+                freqs = frame_idx[:, None] * self.inv_freq[None, :]
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos(), emb.sin()
+        '''
+    assert _found(source) == {(12, "RPL002"): "safe"}
+    fixed = _fixed(source)
+    assert "frame_idx[:, None] * rope_runtime.inv_freq(" in fixed and _found(fixed) == {}
+    assert _found(source.replace("frame_idx[:, None] * self.inv_freq[None, :]",
+                                 "frame_idx * self.inv_freq[None, :]")) == {}

@@ -3588,7 +3588,9 @@ def _outer_operand(v: Val, freq: Val) -> bool:
     """``lat.float()[:, None] * inv_freq[None, :]``: an argument of no known meaning given a trailing axis of one
     against the frequencies' last axis, an outer product by broadcasting: the coordinates of a phase. (Not any
     tensor: RoPE-Mixed builds 2-D frequencies as ``mag[None, :] * direction[:, None]``.)"""
-    return v.last_is_one and not freq.last_is_one and not v.roles and v.dtype is not Dt.INT and v.param is not None
+    # An index parameter (``frame_idx[:, None] * self.inv_freq[None, :]``, int64 frame numbers) is coordinates too.
+    return v.last_is_one and not freq.last_is_one and not v.roles and v.param is not None \
+        and (v.dtype is not Dt.INT or INT_BY_NAME.match(v.param) is not None)
 
 
 def _literal_rows(source: ast.expr, target: ast.expr) -> list[list[ast.expr]] | None:
