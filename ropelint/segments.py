@@ -1021,7 +1021,9 @@ def select(source: str, data: bytes | None = None) -> Selection | None:
         if is_class and not (block.interesting and block.name and _ROTARY_NAME.search(block.name)
                              and block.lines < CLASS_PRUNE_MIN_LINES):
             lines = _split_lines(block.text(text))
-            parts = _class_parts(lines, calls)
+            # The method building a kept rotary class (``self.rotary = RotaryPhase(...)`` in ``__init__``, on a
+            # branch): what ``self.rotary(...)`` returns in the kept methods is read from there.
+            parts = _class_parts(lines, [*calls, *(r.decode() for r in rotaries if r.decode() != f"{block.name}(")])
             if parts != [(0, len(lines))]:
                 all_kept = False
             # Line ranges back to offsets: the class's lines are consecutive in the text, split at the

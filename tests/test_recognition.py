@@ -6974,3 +6974,44 @@ def test_an_index_parameter_broadcast_against_the_frequencies_is_the_phase():
     assert "frame_idx[:, None] * rope_runtime.inv_freq(" in fixed and _found(fixed) == {}
     assert _found(source.replace("frame_idx[:, None] * self.inv_freq[None, :]",
                                  "frame_idx * self.inv_freq[None, :]")) == {}
+
+
+def test_a_rotary_built_on_a_branch_of_init_is_seen_through_the_text_triage():
+    """`if use_rope: self.rotary = RotaryPhase(...)` in an attention's `__init__` (ALiBi on the other layers): the
+    triage keeps that `__init__` because it builds a kept rotary class, so `self.rotary(n, q.device).type_as(q)`
+    is the phase cast before `rotary_cos_sin` takes its cos/sin (RPL007), as in a whole-file parse."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class RotaryPhase(nn.Module):
+            def __init__(self, head_dim, theta):
+                super().__init__()
+                self.inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+
+            def forward(self, seq_len, device=None):
+                t = torch.arange(seq_len, device=device, dtype=torch.float32)
+                return torch.outer(t, self.inv_freq.to(device))
+
+
+        def rotary_cos_sin(freqs):
+            return torch.cos(freqs), torch.sin(freqs)
+
+
+        class Attention(nn.Module):
+            def __init__(self, head_dim, theta, use_rope):
+                super().__init__()
+                self.proj = nn.Linear(head_dim, head_dim)
+                if use_rope:
+                    self.rotary = RotaryPhase(head_dim, theta)
+                else:
+                    self.slopes = [0.5, 0.25]
+
+            def rope_cos_sin(self, q, seq_len):
+                freqs = self.rotary(seq_len, q.device).type_as(q)
+                return rotary_cos_sin(freqs)
+        '''
+    assert set(_found(source)) == {(29, "RPL007")}
+    whole = check_text("rotary.py", textwrap.dedent(source), ALL, prefilter=False)
+    assert {(d.line, d.code) for d in whole.diagnostics} == {(29, "RPL007")}
