@@ -3022,9 +3022,10 @@ class Interpreter:
                 # ``def _like(t, ref): return t.to(ref)``: what it means depends on what callers pass.
                 target, target_node = dtype_val(Dt.RUNTIME).evolve(param=vals[0].param), pos[0]
             elif method == "to" and target is None and vals and not vals[0].roles and vals[0].param is not None \
-                    and vals[0].dtype is Dt.UNKNOWN and (receiver.roles & {Role.TABLE, Role.PHASE} or (
-                        receiver.has(Role.INV_FREQ) and _read_as_tensor(frame.scope.node, pos[0])))\
-                    and isinstance(pos[0], ast.Name) and pos[0].id == vals[0].param and pos[0].id in frame.scope.params:
+                    and vals[0].dtype is Dt.UNKNOWN and isinstance(pos[0], ast.Name) \
+                    and (receiver.roles & {Role.TABLE, Role.PHASE} or (
+                        receiver.has(Role.INV_FREQ) and read_as_tensor(frame.scope.node, pos[0].id))) \
+                    and pos[0].id == vals[0].param and pos[0].id in frame.scope.params:
                 # ``fn(emb).to(ref)``: the tables take the dtype of whatever tensor callers pass as ``ref``; so do
                 # frequencies (``self.freqs = self.freqs.to(h)``, llama's move next to the hidden states).
                 target, target_node = dtype_val(Dt.RUNTIME).evolve(param=vals[0].param), pos[0]
@@ -4147,12 +4148,16 @@ def _converted_like_buffers(fn: FunctionNode) -> frozenset[str]:
                                                         and any(_self_attr(c) == name for c in ast.walk(n))))
 
 
-def _read_as_tensor(fn: ast.AST | None, name: ast.AST) -> bool:
-    """``fn`` reads the parameter ``name`` as a tensor (``h.device``, ``h.shape``): not a dtype passed as
-    ``precision=torch.half``."""
-    return isinstance(name, ast.Name) and fn is not None and any(
-        isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name.id
-        and n.attr in ("device", "dtype", "shape", "ndim", "size", "dim") for n in ast.walk(fn))
+_TENSOR_READS = frozenset({"device", "dtype", "shape", "ndim", "is_cuda", "is_meta", "size", "dim", "numel"})
+
+
+def read_as_tensor(fn: ast.AST | None, name: str) -> bool:
+    """``fn`` reads ``name`` as a tensor somewhere (``h.device``, ``x.shape``, ``x.size(1)``): a ``.to(name)`` then
+    takes that tensor's dtype and device, where a parameter named like anything (``precision=torch.half``) may be a
+    dtype."""
+    return fn is not None and any(
+        isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name
+        and isinstance(n.ctx, ast.Load) and n.attr in _TENSOR_READS for n in ast.walk(fn))
 
 
 def _only_widens(fn: ast.AST, state: str) -> bool:

@@ -210,21 +210,6 @@ def spelled_as_tensor(ctx: RuleContext, node: ast.AST | None) -> bool:
     return "dtype" not in ctx.code(node) and not (qualname(node, ctx.imports) or "").startswith("torch.")
 
 
-_TENSOR_ATTRIBUTES = frozenset({"device", "dtype", "shape", "ndim", "is_cuda", "is_meta"})
-_TENSOR_METHODS = frozenset({"size", "dim", "numel", "new_empty", "new_zeros", "new_ones", "new_tensor"})
-
-
-def read_as_tensor(fn: ast.AST | None, name: str) -> bool:
-    """``fn`` reads ``name`` as a tensor somewhere (``h.device``, ``x.shape``, ``x.size(1)``): a ``.to(name)`` then
-    takes that tensor's dtype and device, where a parameter named like anything (``precision=torch.half``) may be a
-    dtype."""
-    for node in ast.walk(fn) if fn is not None else ():
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == name \
-                and isinstance(node.ctx, ast.Load) and node.attr in (_TENSOR_ATTRIBUTES | _TENSOR_METHODS):
-            return True
-    return False
-
-
 def calls_in_text(source: str, name: str) -> int:
     """Calls of ``name`` anywhere in the file's code, by any receiver (not in strings or comments);
     the definition is not a call. A file that does not tokenize counts as having unseen calls."""

@@ -18,11 +18,11 @@ import ast
 
 from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, InsertBeforeStatement, Replace
 from ..model.events import Product
-from ..model.interpreter import in_file_mro, is_cast_call
+from ..model.interpreter import in_file_mro, is_cast_call, read_as_tensor
 from ..model.names import dotted
 from ..model.values import Role, StateKind, StateRef
 from ..vendor import IMPORT_MODULE
-from .base import RuleContext, atom_code, cast_receiver, read_as_tensor, spelled_as_tensor, tuple_code
+from .base import RuleContext, atom_code, cast_receiver, spelled_as_tensor, tuple_code
 from .casts import BOUNDARY_CASTS, state_boundary_casts
 
 DERIVED = frozenset({Role.TABLE, Role.PHASE, Role.COMPLEX})  # values built from the frequencies
@@ -165,7 +165,7 @@ def construction_casts(ctx: RuleContext, ref: StateRef) -> tuple[Replace, ...]:
                 and any(n is cast for n in ast.walk(reg.scope.node)):
             target = cast.args[0] if isinstance(cast.func, ast.Attribute) and cast.func.attr in ("to", "type_as") \
                 and len(cast.args) == 1 and not cast.keywords and spelled_as_tensor(ctx, cast.args[0]) else None
-            moved = target if target is not None and (cast.func.attr == "type_as" or _self_attr(target) is not None
+            moved = target if target is not None and (cast.func.attr == "type_as" or (dotted(target) or [])[:1] == ["self"]
                                                       or (isinstance(target, ast.Name)
                                                           and read_as_tensor(reg.scope.node, target.id))) else None
             # ``freqs.to(self._freqs)`` moves to that tensor's device as well: the move stays.
@@ -297,8 +297,3 @@ def _names(ctx: RuleContext, info, ref: StateRef) -> list[str]:  # type: ignore[
 def _quoted(names: list[str]) -> str:
     return tuple_code([f'"{name}"' for name in names])
 
-
-def _self_attr(node: ast.AST) -> str | None:
-    """``name`` in ``self.<name>``."""
-    return node.attr if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-        and node.value.id == "self" else None
