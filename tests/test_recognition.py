@@ -7015,3 +7015,46 @@ def test_a_rotary_built_on_a_branch_of_init_is_seen_through_the_text_triage():
     assert set(_found(source)) == {(29, "RPL007")}
     whole = check_text("rotary.py", textwrap.dedent(source), ALL, prefilter=False)
     assert {(d.line, d.code) for d in whole.diagnostics} == {(29, "RPL007")}
+
+
+def test_a_cast_phase_handed_through_a_local_to_a_helper_returning_its_tables_is_fixed_per_table():
+    """`freqs = self.rotary(n, q.device).type_as(q)`, then `return rotary_cos_sin(freqs)` (a helper returning
+    `torch.cos(freqs), torch.sin(freqs)`): the local goes only to that call, so the cast leaves the phase and each
+    returned table takes it instead (`tuple(table.type_as(q) for table in ...)`); measured: bfloat16 tables within
+    one rounding of float64 where the cast phase was off by whole units."""
+    torch = pytest.importorskip("torch")
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        def rotary_cos_sin(freqs):
+            return torch.cos(freqs), torch.sin(freqs)
+
+
+        class Attention(nn.Module):
+            def __init__(self, head_dim=32, theta=10000.0):
+                super().__init__()
+                self.inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+
+            def rope_cos_sin(self, q, seq_len):
+                t = torch.arange(seq_len, device=q.device, dtype=torch.float32)
+                freqs = torch.outer(t, self.inv_freq).type_as(q)
+                return rotary_cos_sin(freqs)
+        '''
+    assert _found(source) == {(16, "RPL007"): "safe"}
+    fixed = _fixed(source)
+    assert "freqs = torch.outer(t, self.inv_freq)\n" in fixed
+    assert "return tuple(table.type_as(q) for table in rotary_cos_sin(freqs))" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    reference = torch.outer(torch.arange(4096, dtype=torch.float64),
+                            1.0 / (10000.0 ** (torch.arange(0, 32, 2, dtype=torch.float64) / 32))).cos()
+    namespace: dict = {}
+    for name, text in {"original": textwrap.dedent(source), "fixed": fixed}.items():
+        exec(compile(text, f"<{name}>", "exec"), namespace)
+        cos, _ = namespace["Attention"]().rope_cos_sin(torch.zeros(1, dtype=torch.bfloat16), 4096)
+        error = float((cos.double() - reference).abs().max())
+        assert cos.dtype == torch.bfloat16 and (error < 4e-3 if name == "fixed" else error > 0.5)
+    # Read again after the call: other readers would see float32, so no fix.
+    reread = source.replace("return rotary_cos_sin(freqs)", "self.last = freqs\n                return rotary_cos_sin(freqs)")
+    assert _found(reread) == {(16, "RPL007"): None}

@@ -413,13 +413,23 @@ def _per_table_fix(ctx: RuleContext, cast: Cast, calls: list[TrigInHelper], help
         return None
     call = calls[0].call
     receiver_code, tail = split
-    if not any(a is cast.node for a in call.args) or "table" in tail:
-        return None  # the cast phase reaches the call through a local, or the cast's text would be shadowed
+    kind = "tuple" if kinds == {ast.Tuple} else "list"
+    if "table" in tail:
+        return None  # the cast's text would be shadowed
+    if not any(a is cast.node for a in call.args):
+        # ``freqs = self.rotary(n).type_as(q)``, then ``return rotary_cos_sin(freqs)``: a local read by that call only.
+        assigned = assigned_name(ctx, cast.node)
+        passed = {id(a) for a in call.args if isinstance(a, ast.Name) and assigned is not None and a.id == assigned[1]}
+        if assigned is None or not passed or not only_read_by(ctx, cast.node, cast.scope.node, passed):
+            return None
+        dropped: NodeEdit = DeleteLines(assigned[0]) if assigned[1] == receiver_code \
+            else Replace(cast.node, receiver_code)
+        return FixPlan("safe", f"pass the float32 phase to `{calls[0].callee}` and cast each table it returns",
+                       (dropped, Replace(call, f"{kind}(table{tail} for table in {ctx.code(call)})")))
     text, cast_text = ctx.code(call), ctx.code(cast.node)
     if text.count(cast_text) != 1:
         return None
     inner = text.replace(cast_text, receiver_code)
-    kind = "tuple" if kinds == {ast.Tuple} else "list"
     return FixPlan("safe", f"pass the float32 phase to `{calls[0].callee}` and cast each table it returns",
                    (Replace(call, f"{kind}(table{tail} for table in {inner})"),))
 
