@@ -7058,3 +7058,38 @@ def test_a_cast_phase_handed_through_a_local_to_a_helper_returning_its_tables_is
     # Read again after the call: other readers would see float32, so no fix.
     reread = source.replace("return rotary_cos_sin(freqs)", "self.last = freqs\n                return rotary_cos_sin(freqs)")
     assert _found(reread) == {(16, "RPL007"): None}
+
+
+def test_a_kept_phase_buffer_refilled_with_a_cast_on_another_branch_loses_both_casts():
+    """NeMo's `create_pe`: `self.pe = freqs.to(dtype)` when the buffer exists, `register_buffer("pe",
+    freqs.to(dtype))` when not. Keeping `pe` float32 through module casts (RPL009's `_apply` fix) must drop the cast
+    on both branches, or a longer input refills it rounded."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, d_head, base=10000.0):
+                super().__init__()
+                self.d_head, self.base = d_head, base
+
+            def create_pe(self, positions, dtype):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.d_head, 2, dtype=torch.float32) / self.d_head))
+                freqs = positions.unsqueeze(1) * inv_freq.unsqueeze(0)
+                if hasattr(self, "pe"):
+                    self.pe = freqs.to(dtype)
+                else:
+                    self.register_buffer("pe", freqs.to(dtype), persistent=False)
+
+            def forward(self, x):
+                n = x.size(1)
+                if not hasattr(self, "pe") or self.pe.size(0) < n:
+                    self.create_pe(torch.arange(n, dtype=torch.float32), x.dtype)
+                phase = self.pe[:n]
+                return phase.cos().to(x.dtype), phase.sin().to(x.dtype)
+        '''
+    assert _found(source) == {(16, "RPL009"): "safe"}
+    fixed = _fixed(source)
+    assert "self.pe = freqs\n" in fixed and 'self.register_buffer("pe", freqs, persistent=False)' in fixed
+    assert "freqs.to(dtype)" not in fixed and _found(fixed) == {} and _fixed(fixed) == fixed

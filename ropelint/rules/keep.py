@@ -171,6 +171,19 @@ def construction_casts(ctx: RuleContext, ref: StateRef) -> tuple[Replace, ...]:
             # ``freqs.to(self._freqs)`` moves to that tensor's device as well: the move stays.
             edits.append(Replace(cast, atom_code(ctx, receiver, cast) if moved is None
                                  else f"{atom_code(ctx, receiver, cast)}.to({ctx.code(moved)}.device)"))
+    # ``self.pe = freqs.to(dtype)`` refilling the registered buffer on another branch: the same cast, dropped too.
+    done = {id(e.node) for e in edits}
+    found = registering_class(ctx, ref)
+    info = ctx.model.classes.get(found[0]) if found is not None else None
+    stores = {id(n.value): n for method in (info.methods.values() if info is not None else ())
+              for n in ast.walk(method) if isinstance(n, ast.Assign) and len(n.targets) == 1
+              and (dotted(n.targets[0]) or []) == ["self", ref.name]}
+    for cast in ctx.model.casts:
+        receiver = cast_receiver(cast.node)
+        if id(cast.node) in stores and id(cast.node) not in done and receiver is not None \
+                and cast.target.dtype.can_be_16bit and cast.receiver.roles & DERIVED and not cast.node.keywords \
+                and not (cast.node.args and spelled_as_tensor(ctx, cast.node.args[0])):  # (a move: RPL001's)
+            edits.append(Replace(cast.node, atom_code(ctx, receiver, cast.node)))
     return tuple(edits)
 
 
