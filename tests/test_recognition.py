@@ -7093,3 +7093,34 @@ def test_a_kept_phase_buffer_refilled_with_a_cast_on_another_branch_loses_both_c
     fixed = _fixed(source)
     assert "self.pe = freqs\n" in fixed and 'self.register_buffer("pe", freqs, persistent=False)' in fixed
     assert "freqs.to(dtype)" not in fixed and _found(fixed) == {} and _fixed(fixed) == fixed
+
+
+def test_a_parameter_named_tokens_that_is_multiplied_by_the_tables_is_an_activation():
+    """Allegro's `apply_rope1d(self, tokens, pos1d, ...)` rotates `tokens * cos + rotate_half(tokens) * sin`: the
+    name says token ids, the use says activations, so `tokens.dtype` handed to the table builder is no integer dtype
+    (no RPL001). Token ids that are not rotated (`input_ids`) keep their integer reading."""
+    source = '''\
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+
+        class RoPE1D(nn.Module):
+            def __init__(self, base=10000.0):
+                super().__init__()
+                self.base = base
+
+            def get_cos_sin(self, d, seq_len, device, dtype):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, d, 2, dtype=torch.float32, device=device) / d))
+                t = torch.arange(seq_len, device=device, dtype=torch.float32)
+                freqs = torch.cat((torch.outer(t, inv_freq),) * 2, dim=-1)
+                return freqs.cos().to(dtype), freqs.sin().to(dtype)
+
+            def forward(self, tokens, pos1d, seq_len):
+                cos, sin = self.get_cos_sin(tokens.shape[-1], seq_len, pos1d.device, tokens.dtype)
+                cos, sin = F.embedding(pos1d, cos), F.embedding(pos1d, sin)
+                return tokens * cos + torch.cat((-tokens[..., 1:], tokens[..., :1]), dim=-1) * sin
+        '''
+    assert _found(source) == {}
+    ids = source.replace("return tokens * cos +", "return cos +")
+    assert _found(ids) == {(18, "RPL001"): "safe"}

@@ -990,6 +990,10 @@ class Interpreter:
         for p in _long_annotated(fn):
             if p in env and env[p].dtype is Dt.UNKNOWN:
                 env[p] = env[p].evolve(dtype=Dt.INT)  # ``timestamps: torch.LongTensor``: int64 by contract
+        for p in _rotated_by_tables(fn, params):
+            if env[p].dtype is Dt.INT and not env[p].roles:
+                # ``tokens * cos + rotate_half(tokens) * sin``: activations to rotate, whatever the name says.
+                env[p] = Val(frozenset({Role.ACTIVATION}), Dt.RUNTIME, param=p)
         if any(v.has(Role.INV_FREQ) for v in env.values()):
             env.update({p: self._param_val(p, takes_trig=True) for p in _trig_operands(fn) if p in env})
         if any(ANGLE_PARAMS.match(p) for p in params):
@@ -4158,6 +4162,21 @@ def read_as_tensor(fn: ast.AST | None, name: str) -> bool:
     return fn is not None and any(
         isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == name
         and isinstance(n.ctx, ast.Load) and n.attr in _TENSOR_READS for n in ast.walk(fn))
+
+
+_TABLE_OPERAND = re.compile(r"^(?:cos|sin)(?:_\w*)?$")
+
+
+def _rotated_by_tables(fn: FunctionNode, params: list[str]) -> list[str]:
+    """Parameters ``fn`` multiplies by a local named as a cos/sin table (``tokens * cos``)."""
+    found = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            for side, other in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(side, ast.Name) and side.id in params and side.id not in found \
+                        and isinstance(other, ast.Name) and _TABLE_OPERAND.match(other.id):
+                    found.append(side.id)
+    return found
 
 
 def _only_widens(fn: ast.AST, state: str) -> bool:
