@@ -674,8 +674,7 @@ class Interpreter:
             if not isinstance(stmt, (*FUNCTION_NODES, ast.ClassDef)):
                 frame = Frame({}, {}, Scope("<module>", None, (), None, stmt), None, [])
                 self._stmt(stmt, frame)
-        if self._class_registries or self._partial_functions() \
-                or any(isinstance(v, ast.Name) for values in self._dict_constants.values() for v in values.values()):
+        if self._has_registries():
             self.model.registry_calls = self.registry_calls()  # the fixes edit what these calls pass
         return self.model
 
@@ -990,8 +989,8 @@ class Interpreter:
         for p in _long_annotated(fn):
             if p in env and env[p].dtype is Dt.UNKNOWN:
                 env[p] = env[p].evolve(dtype=Dt.INT)  # ``timestamps: torch.LongTensor``: int64 by contract
-        for p in _rotated_by_tables(fn, params):
-            if env[p].dtype is Dt.INT and not env[p].roles:
+        named_ids = [p for p in params if env[p].dtype is Dt.INT and not env[p].roles]
+        for p in _rotated_by_tables(fn, named_ids) if named_ids else ():
                 # ``tokens * cos + rotate_half(tokens) * sin``: activations to rotate, whatever the name says.
                 env[p] = Val(frozenset({Role.ACTIVATION}), Dt.RUNTIME, param=p)
         if any(v.has(Role.INV_FREQ) for v in env.values()):
@@ -3295,6 +3294,11 @@ class Interpreter:
                     self._registry_table.setdefault(fn_name, []).append(call)
         return self._registry_table
 
+    def _has_registries(self) -> bool:
+        """The file names its functions in a dict (module-level or a class's) or binds one with ``partial``."""
+        return bool(self._class_registries or self._partial_functions()
+                    or any(isinstance(v, ast.Name) for values in self._dict_constants.values() for v in values.values()))
+
     def _registry_pick(self, node: ast.Call, frame: Frame) -> Summary | None:
         """``self.rope_init_fn(config, device)`` after ``self.rope_init_fn = ROPE_INIT_FUNCTIONS[kind]``, a dict of
         this file's functions: what the first of them (by position in the file) that returns a rotary value returns.
@@ -3302,12 +3306,11 @@ class Interpreter:
         func = node.func
         if not ((isinstance(func, ast.Attribute) and _self_attr(func) and frame.cls is not None
                  and not self._find_method(frame.cls, func.attr))
-                or (isinstance(func, ast.Name) and func.id not in self.model.functions)) \
-                or not any(isinstance(v, ast.Name) for values in self._dict_constants.values() for v in values.values()):
+                or (isinstance(func, ast.Name) and func.id not in self.model.functions)):
             return None
-        if self._registry_callees is None:
+        if self._registry_callees is None:  # once per file, and a walk only where it has a dict of functions
             self._registry_callees = {}
-            for name, calls in self.registry_calls().items():
+            for name, calls in (self.registry_calls() if self._has_registries() else {}).items():
                 for call in calls:
                     self._registry_callees.setdefault(id(call), []).append(name)
         names = sorted(self._registry_callees.get(id(node), ()),

@@ -259,7 +259,7 @@ def _rotation_casts(ctx: RuleContext, fn: ast.AST, is_table: Callable[[ast.AST],
         params = [a.arg for a in (*callee.args.posonlyargs, *callee.args.args)]
         given = dict(zip(params, node.args)) | {k.arg: k.value for k in node.keywords if k.arg}
         tables = {p: a for p, a in given.items() if isinstance(a, ast.Name) and a.id in table_locals}
-        rotated = [(p, base) for p, a in given.items() if isinstance(base := _sliced_from(a), ast.Name)
+        rotated = [(p, base) for p, a in given.items() if isinstance(base := under_reshapes(a), ast.Name)
                    and base.id not in table_locals and any(_multiplies(callee, p, t) for t in tables)]
         if len(rotated) == 1:
             name = rotated[0][1].id  # ``q[..., :d]`` has ``q``'s dtype
@@ -268,21 +268,13 @@ def _rotation_casts(ctx: RuleContext, fn: ast.AST, is_table: Callable[[ast.AST],
     return edits
 
 
-def _sliced_from(node: ast.expr) -> ast.expr:
-    while isinstance(node, ast.Subscript):
-        node = node.value
-    return node
-
-
 def _multiplies(fn: ast.AST, tensor: str, table: str) -> bool:
     """``fn`` multiplies (something made of) its parameter ``tensor`` by its parameter ``table`` (``x * cos``, with
     ``cos`` perhaps reshaped into itself first)."""
     for node in ast.walk(fn):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
             for side, other in ((node.left, node.right), (node.right, node.left)):
-                inner = under_reshapes(side)
-                while isinstance(inner, ast.Subscript):
-                    inner = under_reshapes(inner.value)
+                inner = under_reshapes(side)  # (subscripts too: ``sin[:, :, None, :]``)
                 if isinstance(inner, ast.Name) and inner.id == table \
                         and any(isinstance(n, ast.Name) and n.id == tensor for n in ast.walk(other)):
                     return True
