@@ -25,7 +25,7 @@ _DEF_NAME = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+(\w+)")
 # interpreter reads such a method of a module it cannot see as returning the phase).
 ANGLES_METHOD = r"(?:get_|_)?(?:phase|angle)s?(?:_table|_cache|_cached)?"
 _ANGLES_METHOD = re.compile(ANGLES_METHOD.encode())
-_ROTARY_NAME = re.compile(r"rotary|rope|freq|sincos|sinusoid|position|pos_?emb|\bcis\b", re.IGNORECASE)
+_ROTARY_NAME = re.compile(r"rotary|rope|freq|sincos|sinusoid|position|pos_?emb|\bcis\b|xpos", re.IGNORECASE)
 
 WRAPPER_MAX_LINES = 40
 SMALL_HELPER_MAX_LINES = 8
@@ -467,16 +467,20 @@ def _positions_built(text: bytes, block: _Block, rotaries: list[bytes], float_po
     if not built and not cast_names:
         return []
     held = {m.group(1): m.group(0) for m in _HELD.finditer(segment) if f"{m.group(2)}(".encode() in rotaries}
-    if not built:  # only the cast: kept where one of those names goes straight into a held rotary
+    if not built:  # only the cast: kept where one of those names goes into a held rotary
+        # ``position_ids = ids_from_mask(mask)`` over a cast ``mask``: what the helper counts from it goes there too.
+        cast_names |= {m.group(1) for name in cast_names for m in re.finditer(
+            rf"^[ \t]*(\w+)[ \t]*=[ \t]*[\w.]+\([ \t]*{name}[ \t]*\)", segment, re.MULTILINE)}
         held = {attr: assignment for attr, assignment in held.items()
-                if any(re.search(rf"self\.{attr}\(\s*{name}\s*[,)]", segment) for name in cast_names)}
+                if any(re.search(rf"self\.{attr}\((?:[^()\n]*,)?\s*{name}\s*[,)]", segment) for name in cast_names)}
     return [part for attr, assignment in held.items() if f"self.{attr}(" in segment
             for part in (assignment, f"self.{attr}(")]
 
 
 # A name assigned a value cast to another tensor's dtype (``ids = ....to(dtype=hidden_states.dtype)``).
-_CAST_ASSIGNED = re.compile(r"^[ \t]*(\w+)[ \t]*=[^=\n][^\n]*\.to\([ \t]*(?:dtype[ \t]*=[ \t]*)?[\w.]+\.dtype[ \t]*\)[ \t]*$",
-                            re.MULTILINE)
+# Or made by a call told that dtype (``img_ids = prepare_latent_image_ids(h, w, device, dtype=hidden.dtype)``).
+_CAST_ASSIGNED = re.compile(r"^[ \t]*(\w+)[ \t]*=[^=\n][^\n]*(?:\.to\([ \t]*|[(,][ \t]*)(?:dtype[ \t]*=[ \t]*)?[\w.]+\.dtype"
+                            r"[ \t]*\)[ \t]*$", re.MULTILINE)
 
 
 # ``register_buffer("position_ids", torch.arange(n).float().unsqueeze(0))``, ``torch.arange(n, dtype=torch.float32)``:

@@ -792,3 +792,128 @@ def test_a_helper_with_opaque_parameters_is_analysed_with_what_its_call_hands_it
     assert [(d.code, d.line) for d in found] == [("RPL001", 11), ("RPL001", 11)]
     fixed = fix_text("rotary.py", source, ALL, unsafe=False)
     assert "return a.cos().to(p.device), a.sin().to(p.device)" in fixed.fixed and fixed.remaining.diagnostics == ()
+
+
+def test_a_mask_in_the_activation_dtype_counted_by_a_helper_is_handed_over_as_int64():
+    # NomicBERT-style: the caller casts the padding mask for its additive bias, and a helper counts ids over it.
+    source = textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+        def position_ids_from_padding_mask(mask):
+            position_ids = mask.cumsum(dim=-1) - 1
+            return position_ids.clamp(min=0) * mask
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, x, position_ids):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, device=x.device, dtype=torch.float32) / self.dim))
+                freqs = position_ids[..., None].float() * inv_freq
+                emb = torch.cat((freqs, freqs), dim=-1)
+                return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+        class Encoder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.rotary_emb = RotaryEmbedding(64)
+
+            def get_rotary(self, inputs_embeds, attention_mask):
+                mask = attention_mask.to(dtype=inputs_embeds.dtype)
+                position_ids = position_ids_from_padding_mask(mask)
+                cos, sin = self.rotary_emb(inputs_embeds, position_ids)
+                return cos, sin, (1.0 - mask) * torch.finfo(inputs_embeds.dtype).min
+        ''')
+    found = check_text("rotary.py", source, ALL).diagnostics
+    assert [(d.code, d.line, d.fix.safety) for d in found] == [("RPL005", 27, "safe")]
+    assert "`position_ids_from_padding_mask` counts position ids over it" in found[0].message
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False).fixed
+    assert fixed == source.replace("position_ids_from_padding_mask(mask)\n",
+                                   "position_ids_from_padding_mask(mask.long())\n")
+    assert not check_text("rotary.py", fixed, ALL).diagnostics
+    torch = pytest.importorskip("torch")
+    namespace: dict = {}
+    exec(compile(fixed, "rotary.py", "exec"), namespace)
+    mask = torch.ones(1, 300, dtype=torch.long)
+    mask[0, :3] = 0  # left padding
+    embeds = torch.zeros(1, 300, 64, dtype=torch.bfloat16)
+    cos, _, _ = namespace["Encoder"]().get_rotary(embeds, mask)
+    assert torch.bfloat16 == cos.dtype
+    # Counted in bfloat16, the 297 positions 0..296 keep 267 distinct values (torch 2.13, CPU; 257 rounds to 256).
+    ids = namespace["position_ids_from_padding_mask"](mask.to(torch.bfloat16))
+    assert ids[0, 3:].unique().numel() == 267
+    assert namespace["position_ids_from_padding_mask"](mask.to(torch.bfloat16).long())[0, 3:].unique().numel() == 297
+    reference = torch.cos(torch.arange(297, dtype=torch.float64))  # the first frequency is 1
+    assert torch.allclose(cos[0, 3:, 0].double(), reference, atol=8e-3)
+
+
+def test_ids_written_into_a_buffer_of_the_callers_dtype_are_fixed_at_the_call():
+    # Flux-style: integer coordinates written into ``torch.zeros(..., dtype=dtype)`` with the latents' dtype.
+    source = textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+        def ids_from_coords(coords, dtype):
+            ids = torch.zeros(coords.shape, dtype=dtype, device=coords.device)
+            ids[...] = coords
+            return ids
+
+        class PosEmbed(nn.Module):
+            def __init__(self, dim, theta=10000.0):
+                super().__init__()
+                self.dim, self.theta = dim, theta
+
+            def forward(self, ids):
+                freqs = 1.0 / (self.theta ** (torch.arange(0, self.dim, 2, dtype=torch.float64) / self.dim))
+                phase = torch.outer(ids.to(torch.float64), freqs)
+                return phase.cos().float(), phase.sin().float()
+
+        class Transformer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.x_embedder = nn.Linear(4, 8)
+                self.pos_embed = PosEmbed(8)
+
+            def forward(self, latents, coords):
+                hidden = self.x_embedder(latents)
+                img_ids = ids_from_coords(coords, dtype=hidden.dtype)
+                return self.pos_embed(img_ids)
+        ''')
+    found = check_text("rotary.py", source, ALL).diagnostics
+    assert [(d.code, d.line, d.fix.safety) for d in found] == [("RPL005", 6, "safe")]
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False).fixed
+    assert fixed == source.replace("ids_from_coords(coords, dtype=hidden.dtype)",
+                                   "ids_from_coords(coords, dtype=torch.float32)")
+
+
+def test_a_kept_xpos_scale_hands_the_rotation_back_in_the_activation_dtype():
+    source = textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+        def apply_rotary_pos_emb(x, sin, cos, scale=1):
+            return x * cos * scale + x.flip(-1) * sin * scale
+
+        class XPOS(nn.Module):
+            def __init__(self, head_dim, scale_base=512):
+                super().__init__()
+                self.scale_base = scale_base
+                self.register_buffer("scale", (torch.arange(0, head_dim, 2) + 0.4 * head_dim) / (1.4 * head_dim))
+
+            def rotary_tables(self, length):
+                scale = self.scale ** (torch.arange(length, dtype=torch.float32) / self.scale_base)[:, None]
+                inv_freq = 1.0 / (10000.0 ** (torch.arange(0, scale.shape[1] * 2, 2, dtype=torch.float32) / 8))
+                phase = torch.arange(length, dtype=torch.float32)[:, None] * inv_freq
+                return phase.sin(), phase.cos(), scale
+
+            def forward(self, x):
+                sin, cos, scale = self.rotary_tables(x.shape[1])
+                x = apply_rotary_pos_emb(x, sin, cos, scale)
+                return x
+        ''')
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False).fixed
+    assert "x = apply_rotary_pos_emb(x, sin, cos, scale).to(x.dtype)\n" in fixed
+    assert '("scale",)' in fixed
+    assert fix_text("rotary.py", fixed, ALL, unsafe=False).fixed == fixed

@@ -291,6 +291,8 @@ class FileModel:
     # Position ids counted in a 16-bit-able dtype and assigned to ``position_ids``/``cache_position`` (``callee``
     # holds the name): handed on to a rotary the file may not connect to them.
     counted_ids: list[TrigInHelper] = field(default_factory=list)
+    # Arguments (by id) a same-file function counts position ids over (``ids_from_mask(mask)``), with that call.
+    counted_arguments: dict[int, ast.Call] = field(default_factory=dict)
     # Module state handed to a same-file function that uses it as the frequencies of its phase.
     helper_freqs: list[TrigInHelper] = field(default_factory=list)
     # Module state raised to a power that grows with the position (xPos scales).
@@ -1957,9 +1959,29 @@ class Interpreter:
             and (qualname(value.func, self.imports) or "") == "functools.partial" \
             and (qualname(value.args[0], self.imports) or "").startswith("torch.")
 
+    def _counted_over_argument(self, node: ast.Call, summary: Summary, bound: dict[str, Val], pos: list[ast.expr],
+                               kw: dict[str, ast.expr]) -> Val | None:
+        """``position_ids_from_padding_mask(mask)``: a same-file function counting ids over the mask it is handed
+        (``mask.cumsum(-1) - 1``), handed one in a dtype that can be 16-bit (``attention_mask.to(embeds.dtype)``):
+        the ids come back in that dtype. Their site is the argument, where an int64 mask is the fix."""
+        returns = summary.returns
+        if not (returns.has(Role.POSITIONS) and returns.dtype is Dt.INT and _counted(returns.site)):
+            return None
+        operand = _count_operand(returns.site)  # type: ignore[arg-type]
+        if not (isinstance(operand, ast.Name) and operand.id in bound and bound[operand.id].dtype.can_be_16bit
+                and not bound[operand.id].roles - {Role.SCALAR}):
+            return None
+        index = summary.params.index(operand.id)
+        argument = kw.get(operand.id) or (pos[index] if index < len(pos) else None)
+        if argument is None:
+            return None
+        self.model.counted_arguments[id(argument)] = node
+        return returns.evolve(dtype=bound[operand.id].dtype, site=argument, earlier_sites=())
+
     def _handed_on_ids(self, name: str, node: ast.expr, val: Val, frame: Frame) -> None:
         """Position ids counted (a mask's cumsum, a range) in a 16-bit-able dtype and handed on under an ids name."""
-        if name in HANDED_ON_IDS and val.has(Role.POSITIONS) and val.dtype.can_be_16bit and _counted(val.site):
+        if name in HANDED_ON_IDS and val.has(Role.POSITIONS) and val.dtype.can_be_16bit \
+                and (_counted(val.site) or id(val.site) in self.model.counted_arguments):
             self.model.counted_ids.append(TrigInHelper(node, val, name, frame.scope))  # type: ignore[arg-type]
 
     def _own_instance(self, name: str, frame: Frame) -> bool:
@@ -2190,6 +2212,9 @@ class Interpreter:
                         # positions cast inside the callee, where a 16-bit dtype rounds them.
                         handed = handed.evolve(dtype=summary.returns.dtype, site=summary.returns.site)
                     return handed
+            counted = self._counted_over_argument(node, summary, bound, pos, kw)
+            if counted is not None:
+                return counted
             rounded = tuple(r for v in vals if not v.roles - {Role.INV_FREQ, Role.SCALAR}
                             for r in v.reads if r.follows_module_casts)
             if summary.returns.has(Role.INV_FREQ) and not summary.returns.reads and rounded:
@@ -2812,6 +2837,12 @@ class Interpreter:
             if dt is not None and dt.has(Role.DTYPE) and dt.dtype is Dt.INT:
                 # ``torch.full((b,), offset, dtype=torch.long)``: integers (a buffer of them stays integer)
                 return Val(frozenset(), Dt.INT, site=node)
+            if dt is not None and dt.has(Role.DTYPE) and dt.dtype.can_be_16bit and dt.param is not None \
+                    and not tail.startswith("rand"):
+                # ``ids = torch.zeros(shape, dtype=dtype); ids[...] = coords``: whatever is written into it takes the
+                # dtype the caller chose (the latents', for Flux's image ids). (Only a dtype parameter: a dtype read
+                # off a tensor, ``dtype=patch_idx.dtype``, is that tensor's, whose making is where a fix goes.)
+                return Val(frozenset(), dt.dtype, site=node, dtype_param=dt.param)
             if tail.endswith("_like") and dt is None and vals and (vals[0].has(Role.ACTIVATION)
                                                                   or _embeds_node(pos[0] if pos else None)):
                 # ``torch.zeros_like(q[:, 0, 0])``, ``torch.ones_like(inputs_embeds[..., 0])``: a buffer in the
@@ -4099,6 +4130,16 @@ def _scaled_positions_param(left: Val, right: Val, op: ast.operator) -> str | No
 
 
 HANDED_ON_IDS = frozenset({"position_ids", "cache_position"})
+
+
+def _count_operand(site: ast.Call) -> ast.expr | None:
+    """What a count runs over: ``mask`` of ``mask.cumsum(-1)`` or of ``torch.cumsum(mask, -1)``."""
+    if (dotted(site.func) or [""])[-1] != "cumsum" and not (isinstance(site.func, ast.Attribute)
+                                                           and site.func.attr == "cumsum"):
+        return None
+    if site.args and not isinstance(site.args[0], (ast.Constant, ast.UnaryOp)):
+        return site.args[0]  # the function (``torch.cumsum(mask, -1)``, under any alias) takes the tensor first
+    return site.func.value if isinstance(site.func, ast.Attribute) else None
 
 
 def _counted(site: ast.AST | None) -> bool:

@@ -268,6 +268,38 @@ def _rotation_casts(ctx: RuleContext, fn: ast.AST, is_table: Callable[[ast.AST],
     return edits
 
 
+def rotation_output_casts(ctx: RuleContext, cls_name: str, producer: str) -> list[Replace]:
+    """xPos: ``sin, cos, scale = self.rotary_tables(n)`` then ``x = apply_rotary_pos_emb(x, sin, cos, scale)``. Once
+    the state ``producer`` reads is kept float32, what it hands out is float32 and so is the rotated tensor, which
+    the attention's next matmul with 16-bit values rejects: the rotation's result goes back to the activation's
+    dtype (``apply_rotary_pos_emb(...).to(x.dtype)``), the dtype it had when the state was the model's."""
+    info = ctx.model.classes.get(cls_name)
+    edits: list[Replace] = []
+    for method in info.methods.values() if info is not None else ():
+        activation = _activation_param(method)
+        if activation is None or method.name == producer:
+            continue
+        derived = {t.id for a in ast.walk(method) if isinstance(a, ast.Assign) and len(a.targets) == 1
+                   and isinstance(a.value, ast.Call) and _self_method(a.value.func) == producer
+                   for t in (a.targets[0].elts if isinstance(a.targets[0], ast.Tuple) else [a.targets[0]])
+                   if isinstance(t, ast.Name)}
+        for call in ast.walk(method) if derived else ():
+            callee = ctx.model.functions.get(call.func.id) if isinstance(call, ast.Call) \
+                and isinstance(call.func, ast.Name) else None
+            if callee is None or _casts_its_output(callee):
+                continue
+            given = [*call.args, *(k.value for k in call.keywords)]
+            if any(isinstance(a, ast.Name) and a.id == activation for a in given) \
+                    and any(isinstance(a, ast.Name) and a.id in derived for a in given):
+                edits.append(Replace(call, f"{ctx.code(call)}.to({activation}.dtype)"))
+    return edits
+
+
+def _self_method(func: ast.expr) -> str | None:
+    return func.attr if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+        and func.value.id == "self" else None
+
+
 def _multiplies(fn: ast.AST, tensor: str, table: str) -> bool:
     """``fn`` multiplies (something made of) its parameter ``tensor`` by its parameter ``table`` (``x * cos``, with
     ``cos`` perhaps reshaped into itself first)."""

@@ -9,7 +9,7 @@ from ..model.names import dotted, string_value
 from ..model.values import Dt, Role, StateKind, StateRead
 from .base import Rule, RuleContext, tuple_code
 from .builder import extract_builder
-from .casts import BOUNDARY_CASTS, boundary_casts, dtype_change
+from .casts import BOUNDARY_CASTS, boundary_casts, dtype_change, rotation_output_casts
 from .construction import assigned_value, match_default
 from .keep import construction_casts, keep_fix, rotary_siblings
 from .lazy import lazy_default
@@ -55,10 +55,11 @@ class InvFreqInModuleState(Rule):
         """xPos: ``self.scale ** power`` with ``power`` growing with the position; a cast rounds the base by up
         to 2**-9 (bfloat16), and the power multiplies that relative error (by 29 at position 30000 with
         ``scale_base=512``): the keep fix leaves the base as built."""
+        cls_name, _, producer = power.scope.symbol.rpartition(".")
         self._report_kept(ctx, read, power.scope, "the scale base",
                           f"is raised to a power that grows with the position (line {ctx.line_of(power.node)}, "
                           f"an xPos scale); `module.bfloat16()`/`.half()` round it, and the power multiplies that "
-                          f"relative error", noun="")
+                          f"relative error", noun="", also=tuple(rotation_output_casts(ctx, cls_name, producer)))
 
     def _report_handed(self, ctx: RuleContext, handed, read: StateRead) -> None:  # type: ignore[no-untyped-def]
         """State passed to a same-file function that forms the phase from it (``build_pos_embed(bands=self.bands)``):
@@ -68,12 +69,16 @@ class InvFreqInModuleState(Rule):
                           f"`module.bfloat16()`/`.half()` round them and `.float()` at use restores nothing")
 
     def _report_kept(self, ctx: RuleContext, read: StateRead, scope, what: str, says: str,  # type: ignore[no-untyped-def]
-                     noun: str = "inverse frequencies ") -> None:
-        """A finding at ``read`` whose fix keeps the state's dtype through module casts (``_apply``)."""
+                     noun: str = "inverse frequencies ", also: tuple[Replace, ...] = ()) -> None:
+        """A finding at ``read`` whose fix keeps the state's dtype through module casts (``_apply``); ``also``: casts
+        that keep what the state reaches in the activations' dtype."""
         ref = read.ref
         spelled = ctx.code(read.node) if _through_submodule(read) else f"self.{ref.name}"
         message = f"{noun}`{spelled}` ({ref.describe()} registered at line {ctx.line_of(ref.node)}) {says}"
         fix, why = keep_fix(ctx, ref, what)
+        if fix is not None and also:
+            fix = dataclasses.replace(fix, description=f"{fix.description}; the rotation it reaches hands back the "
+                                                       f"activations' dtype", edits=(*fix.edits, *also))
         if fix is None and why:
             message += f" (no automatic fix: {why})"
         ctx.report(self.code, read.node, message, scope, fix)
