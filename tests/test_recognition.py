@@ -441,7 +441,7 @@ def test_a_frequency_matrix_filled_block_by_block_forms_the_phase_of_its_einsum(
         '''
     assert _found(source) == {(11, "RPL003"): "safe"}
     fixed = _fixed(source)
-    assert "phase = sum((coords.float() * 100.0)[:, :, k][:, :, None] * mat.float()[k][None, None, :] " \
+    assert "phase = sum((coords.float() * 100.0)[:, :, k][:, :, None] * mat[k][None, None, :] " \
            "for k in range((coords.float() * 100.0).shape[2]))" in fixed
     assert _found(fixed) == {}
 
@@ -7124,3 +7124,27 @@ def test_a_parameter_named_tokens_that_is_multiplied_by_the_tables_is_an_activat
     assert _found(source) == {}
     ids = source.replace("return tokens * cos +", "return cos +")
     assert _found(ids) == {(18, "RPL001"): "safe"}
+
+
+
+def test_a_dtype_clamped_to_at_least_float32_is_float32():
+    """timm's `_freq_buffer_dtype`: `torch.float32` where `finfo(dtype).bits < 32`, the dtype itself otherwise, so
+    never a 16-bit one; positions built in it are float32. A clamp testing one 16-bit dtype lets bfloat16 through."""
+    source = '''\
+        import torch
+
+
+        def _freq_buffer_dtype(dtype):
+            if dtype.is_floating_point and torch.finfo(dtype).bits < 32:
+                return torch.float32
+            return dtype
+
+
+        def rope_tables(n, dim, dtype):
+            positions = torch.arange(n, dtype=_freq_buffer_dtype(dtype))
+            inv_freq = 1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+            angles = positions[:, None] * inv_freq
+            return angles.cos().to(dtype), angles.sin().to(dtype)
+        '''
+    assert _found(source) == {}
+    assert _found(source.replace("torch.finfo(dtype).bits < 32", "dtype == torch.float16")) == {(11, "RPL005"): "safe"}

@@ -920,6 +920,8 @@ class Interpreter:
             return Summary()
         self.in_progress.add(name)
         summary = self._analyse_function(fn, name, None, is_method=False, top=fn)
+        if _at_least_float32(fn):
+            summary = dataclasses.replace(summary, returns=dtype_val(Dt.FULL))
         self.in_progress.discard(name)
         self.summaries[name] = summary
         if summary.returns.dtype is Dt.FULL or (summary.items and all(v.dtype is Dt.FULL for v in summary.items)):
@@ -2837,6 +2839,9 @@ class Interpreter:
             if dt is not None and dt.has(Role.DTYPE) and dt.dtype is Dt.INT:
                 # ``torch.full((b,), offset, dtype=torch.long)``: integers (a buffer of them stays integer)
                 return Val(frozenset(), Dt.INT, site=node)
+            if dt is not None and dt.has(Role.DTYPE) and dt.dtype is Dt.FULL and not tail.startswith("rand"):
+                # ``torch.empty(n, dtype=_freq_buffer_dtype(dtype))`` (at least float32): a float32 buffer.
+                return Val(frozenset(), Dt.FULL)
             if dt is not None and dt.has(Role.DTYPE) and dt.dtype.can_be_16bit and dt.param is not None \
                     and not tail.startswith("rand"):
                 # ``ids = torch.zeros(shape, dtype=dtype); ids[...] = coords``: whatever is written into it takes the
@@ -4099,6 +4104,22 @@ def _rebuilt_on_device_change_only(fn: ast.AST, state: str) -> bool:
             if ".device" in test and "dtype" not in test and "is_floating_point" not in test:
                 guarded.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     return all(id(a) in guarded for a in assigns)
+
+
+def _at_least_float32(fn: FunctionNode) -> bool:
+    """timm's ``_freq_buffer_dtype``: ``return torch.float32`` where a test sizes the dtype (``finfo(dtype).bits <
+    32``, ``itemsize``, or names both 16-bit dtypes), the dtype it was given otherwise: a dtype of 32 bits or more."""
+    returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
+    widened = [r for r in returns if r.value is not None and (dotted(r.value) or [""])[-1] in ("float32", "float")
+               and (dotted(r.value) or [""])[0] == "torch"]
+    if not widened or any(r not in widened and not isinstance(r.value, ast.Name) for r in returns):
+        return False
+    for ret in widened:
+        test = next((ast.unparse(n.test) for n in ast.walk(fn) if isinstance(n, ast.If)
+                     and any(r is ret for stmt in n.body for r in ast.walk(stmt))), "")
+        if not ("bits" in test or "itemsize" in test or ("bfloat16" in test and "float16" in test.replace("bfloat16", ""))):
+            return False
+    return True
 
 
 def _restore_sources(fn: ast.AST, state: str) -> set[str]:
