@@ -7148,3 +7148,59 @@ def test_a_dtype_clamped_to_at_least_float32_is_float32():
         '''
     assert _found(source) == {}
     assert _found(source.replace("torch.finfo(dtype).bits < 32", "dtype == torch.float16")) == {(11, "RPL005"): "safe"}
+
+
+def test_a_ramp_assigned_to_a_positions_name_is_still_an_exponent():
+    """DeepSeek-style YaRN: `pos = torch.arange(0, dim, 2) / dim` then `1.0 / (base ** pos)`: the name says
+    positions, but a range divided by its size in an exponent is the frequency ramp, so the phase built from it is
+    found (here cast to `q.dtype` before cos/sin: RPL007)."""
+    source = '''\
+        import torch
+        import torch.nn as nn
+
+
+        class YarnRotary(nn.Module):
+            def __init__(self, dim, base=10000.0, factor=4.0):
+                super().__init__()
+                self.dim, self.base, self.factor = dim, base, factor
+
+            def _inv_freq(self, device=None):
+                pos = torch.arange(0, self.dim, 2, dtype=torch.float32, device=device) / self.dim
+                return 1.0 / (self.factor * self.base ** pos)
+
+            def forward(self, q, position_ids):
+                freqs = position_ids[..., None].float() * self._inv_freq(q.device)
+                emb = torch.cat((freqs, freqs), dim=-1).to(q.dtype)
+                return emb.cos(), emb.sin()
+        '''
+    assert _found(source) == {(16, "RPL007"): "safe"}
+
+
+def test_frequency_bases_in_a_buffer_handed_to_a_builder_are_rounded_state():
+    """Per-head RoPE bases registered as a buffer and handed to a function that raises them to the frequency ramp
+    (`thetas[:, None] ** exps`): `model.bfloat16()` rounds 10000 to 9984 before the power. RPL002, kept float32."""
+    source = '''\
+        import torch
+        import torch.nn as nn
+
+
+        def head_freqs_cis(head_dim, positions, thetas):
+            exps = torch.arange(0, head_dim, 2, device=thetas.device).float() / head_dim
+            freqs = 1.0 / (thetas[:, None] ** exps[None, :])
+            angles = positions.float()[None, :, None] * freqs[:, None, :]
+            return torch.polar(torch.ones_like(angles), angles)
+
+
+        class Attention(nn.Module):
+            def __init__(self, n_heads=4, head_dim=32):
+                super().__init__()
+                self.head_dim = head_dim
+                self.register_buffer("head_thetas", 10000.0 * 2.0 ** torch.arange(n_heads, dtype=torch.float32))
+
+            def freqs_cis(self, positions):
+                return head_freqs_cis(self.head_dim, positions, self.head_thetas)
+        '''
+    assert _found(source) == {(19, "RPL002"): "safe"}
+    assert '("head_thetas",)' in _fixed(source)
+    torch = pytest.importorskip("torch")
+    assert torch.tensor(10000.0).bfloat16().item() == 9984.0

@@ -3491,8 +3491,8 @@ class Interpreter:
             and _LOG_OF_BASE.search(self.spans.text(node.right)) is not None
         # ``base ** (-torch.arange(n) / n)``: a range divided in an exponent is a frequency ramp, whatever its
         # stop made the range look like (``arange(n)`` reads as positions).
-        ramp = exponent.has(Role.POSITIONS) and isinstance(node, ast.BinOp) and _ramp_ratio(node.right) \
-            and not base.roles - {Role.SCALAR}
+        ramp = exponent.has(Role.POSITIONS) and isinstance(node, ast.BinOp) and not base.roles - {Role.SCALAR} \
+            and (_ramp_ratio(node.right) or self._named_ramp(node.right, frame))
         if exponent.has(Role.POSITIONS) and any(read.follows_module_casts for read in base.reads) \
                 and not base.roles & {Role.PHASE, Role.TABLE} and not self._metadata_read:
             # ``self.scale ** power`` with ``power = (t - n // 2) / scale_base`` (xPos).
@@ -3508,13 +3508,29 @@ class Interpreter:
                 and not base.reads
             if rounded_base and not dt.can_be_16bit:
                 dt, site = base.dtype, base.site
-            val = Val(frozenset({Role.INV_FREQ}), dt, site=site if dt.can_be_16bit else None, read=exponent.read,
+            # ``thetas[:, None] ** exps`` with ``thetas`` a buffer (per-head bases), or handed in as a parameter
+            # a caller fills from one: module casts round the base (10000 is 9984 in bfloat16).
+            state_base = base.read if base.read is not None and base.read.follows_module_casts else None
+            val = Val(frozenset({Role.INV_FREQ}), dt, site=site if dt.can_be_16bit else None,
+                      read=exponent.read or state_base,
                       vector=exponent.vector and (base is UNKNOWN or base.has(Role.SCALAR)),
                       dtype_param=exponent.dtype_param,
                       earlier_sites=(base.site,) if rounded_base and base.site is not site else ())
             self.model.inv_freqs.append(InvFreqBuilt(node, val, frame.scope))
+            if base.param is not None and base.param in frame.scope.params and not exponent.read:
+                # ``thetas[:, None] ** exps``: a caller handing module state as ``thetas`` hands the frequencies'
+                # source, which module casts round.
+                frame.freq_params.add(base.param)
             return val
         return self._arith(base, exponent, ast.Pow(), node, frame)
+
+    @staticmethod
+    def _named_ramp(node: ast.expr, frame: Frame) -> bool:
+        """``pos = torch.arange(0, dim, 2) / dim`` (one assignment) then ``base ** pos``: a ramp under a name."""
+        if not isinstance(node, ast.Name) or frame.scope.node is None:
+            return False
+        values = _assigned_values(frame.scope.node, node.id)
+        return len(values) == 1 and _ramp_ratio(values[0])
 
     def _exp(self, node: ast.AST, arg: Val, frame: Frame, arg_node: ast.AST | None = None) -> Val:
         # ``exp(-log(base) * arange / half)``: without the log it is a decay or a slope, not a frequency.

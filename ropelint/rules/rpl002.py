@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 
 from ..diagnostics import AddImport, FixPlan, InsertAfterStatement, Replace
 from ..model.events import Product, Registration
@@ -64,9 +65,12 @@ class InvFreqInModuleState(Rule):
     def _report_handed(self, ctx: RuleContext, handed, read: StateRead) -> None:  # type: ignore[no-untyped-def]
         """State passed to a same-file function that forms the phase from it (``build_pos_embed(bands=self.bands)``):
         the forward rebuild cannot reach into the callee, so the fix keeps the state's dtype."""
-        self._report_kept(ctx, read, handed.scope, "inverse frequencies",
+        # Per-head bases (``head_thetas``, ``rope_bases``: 10000 becomes 9984); ``freqs_base_t`` holds frequencies.
+        base = re.search(r"theta|(?:^|_)bases?$", read.ref.name.lower()) is not None
+        self._report_kept(ctx, read, handed.scope, "the frequency base" if base else "inverse frequencies",
                           f"are handed to `{handed.callee}`, which forms the phase from them; "
-                          f"`module.bfloat16()`/`.half()` round them and `.float()` at use restores nothing")
+                          f"`module.bfloat16()`/`.half()` round them and `.float()` at use restores nothing",
+                          noun="frequency bases " if base else "inverse frequencies ")
 
     def _report_kept(self, ctx: RuleContext, read: StateRead, scope, what: str, says: str,  # type: ignore[no-untyped-def]
                      noun: str = "inverse frequencies ", also: tuple[Replace, ...] = ()) -> None:
