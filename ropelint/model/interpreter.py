@@ -4126,8 +4126,8 @@ def _at_least_float32(fn: FunctionNode) -> bool:
     """timm's ``_freq_buffer_dtype``: ``return torch.float32`` where a test sizes the dtype (``finfo(dtype).bits <
     32``, ``itemsize``, or names both 16-bit dtypes), the dtype it was given otherwise: a dtype of 32 bits or more."""
     returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
-    widened = [r for r in returns if r.value is not None and (dotted(r.value) or [""])[-1] in ("float32", "float")
-               and (dotted(r.value) or [""])[0] == "torch"]
+    widened = [r for r in returns if r.value is not None and len(dotted(r.value) or []) == 2
+               and (dotted(r.value) or [""])[-1] in ("float32", "float")]  # ``torch.float32`` under any alias
     if not widened or any(r not in widened and not isinstance(r.value, ast.Name) for r in returns):
         return False
     for ret in widened:

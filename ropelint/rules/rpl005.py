@@ -41,7 +41,7 @@ class LowPrecisionPositions(Rule):
                     # Built in a dtype the callers pass: passing float32 at this file's calls may be safe.
                     fix = caller_dtype_fix(ctx, site) or _int64_ids_fix(ctx, site) or fix
                 if id(site) in ctx.model.counted_arguments:
-                    message, fix = _mask_argument_message(ctx, site), _mask_argument_fix(site)
+                    message, fix = _mask_argument_message(ctx, site), _mask_argument_fix(ctx, site)
                 ctx.report(self.code, site, message, scope, fix)
         reported = {id(site) for pos, _, _, _ in uses if pos.dtype.can_be_16bit for site in pos.sites}
         for pos, used_at, scope, what in uses:
@@ -64,7 +64,8 @@ class LowPrecisionPositions(Rule):
                 continue
             reported.add(id(site))
             if id(site) in ctx.model.counted_arguments:
-                ctx.report(self.code, site, _mask_argument_message(ctx, site), counted.scope, _mask_argument_fix(site))
+                ctx.report(self.code, site, _mask_argument_message(ctx, site), counted.scope,
+                           _mask_argument_fix(ctx, site))
                 continue
             message = (f"`{counted.callee}` counted in a dtype that can be 16-bit here and handed on as position ids: "
                        f"the rotary that takes them gets rounded positions (bfloat16 cannot tell 256 from 257; "
@@ -75,15 +76,15 @@ class LowPrecisionPositions(Rule):
 
 def _mask_argument_message(ctx: RuleContext, site: ast.AST) -> str:
     helper = ast.unparse(ctx.model.counted_arguments[id(site)].func)
-    return (f"`{ast.unparse(site)}` has a dtype that can be 16-bit and `{helper}` counts position ids over it: the "
+    return (f"`{ctx.code(site)}` has a dtype that can be 16-bit and `{helper}` counts position ids over it: the "
             f"rotary gets rounded positions (bfloat16 cannot tell 256 from 257; 8184..8195 all become 8192)")
 
 
-def _mask_argument_fix(site: ast.AST) -> FixPlan:
+def _mask_argument_fix(ctx: RuleContext, site: ast.AST) -> FixPlan:
     """``ids_from_mask(mask.long())``: the helper counts over an int64 mask (a 0/1 mask converts exactly; the ids
     come back int64, and a product with the mask inside the helper stays int64); the caller's own mask keeps its
     dtype for the attention bias."""
-    text = ast.unparse(site)
+    text = ctx.code(site)
     wrapped = text if isinstance(site, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"({text})"
     return FixPlan("safe", "hand the count an int64 mask (a 0/1 mask converts exactly; the ids come back int64, "
                            "what position ids are)", (Replace(site, f"{wrapped}.long()"),))
