@@ -3359,7 +3359,8 @@ class Interpreter:
         that say ``partial`` bind a library function or none)."""
         if self._partials_found is None:
             named = {m for m in re.findall(r"partial\(\s*(\w+)\s*[,)]", self.spans.code) if m in self.model.functions}
-            self._partials_found = {node.args[0].id for node in ast.walk(self.module) if named and isinstance(
+            # (No walk of the module without such a name: the filter inside a comprehension would still walk it.)
+            self._partials_found = {node.args[0].id for node in (ast.walk(self.module) if named else ()) if isinstance(
                 node, ast.Call) and node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in named
                 and (qualname(node.func, self.imports) or "") == "functools.partial"}
         return self._partials_found

@@ -154,6 +154,21 @@ def _applied_fix(ctx: RuleContext, info, ref: StateRef, what: str,  # type: igno
                            f"{_dropped_note(dropped)}", (edit, AddImport(IMPORT_MODULE), *dropped)), ""
 
 
+def _self_stores(info) -> dict[str, list[ast.Assign]]:  # type: ignore[no-untyped-def]
+    """``self.<name> = value`` statements of the class's methods by name (one walk per class, kept on its node:
+    asked once per finding's state)."""
+    found = getattr(info.node, "_ropelint_self_stores", None)
+    if found is None:
+        found = {}
+        for method in info.methods.values():
+            for n in ast.walk(method):
+                if isinstance(n, ast.Assign) and len(n.targets) == 1 and len(dotted(n.targets[0]) or []) == 2 \
+                        and (dotted(n.targets[0]) or [""])[0] == "self":
+                    found.setdefault((dotted(n.targets[0]) or ["", ""])[1], []).append(n)
+        info.node._ropelint_self_stores = found
+    return found
+
+
 def construction_casts(ctx: RuleContext, ref: StateRef) -> tuple[Replace, ...]:
     """The casts to a 16-bit-able dtype that made the registered value (``(basis * math.pi / 2).to(dtype)``,
     ``emb.cos().to(dtype)``), as edits that drop them: a kept tensor would otherwise keep what they rounded."""
@@ -175,9 +190,7 @@ def construction_casts(ctx: RuleContext, ref: StateRef) -> tuple[Replace, ...]:
     done = {id(e.node) for e in edits}
     found = registering_class(ctx, ref)
     info = ctx.model.classes.get(found[0]) if found is not None else None
-    stores = {id(n.value): n for method in (info.methods.values() if info is not None else ())
-              for n in ast.walk(method) if isinstance(n, ast.Assign) and len(n.targets) == 1
-              and (dotted(n.targets[0]) or []) == ["self", ref.name]}
+    stores = {id(n.value): n for n in _self_stores(info).get(ref.name, ())} if info is not None else {}
     for cast in ctx.model.casts:
         receiver = cast_receiver(cast.node)
         if id(cast.node) in stores and id(cast.node) not in done and receiver is not None \
