@@ -917,3 +917,36 @@ def test_a_kept_xpos_scale_hands_the_rotation_back_in_the_activation_dtype():
     assert "x = apply_rotary_pos_emb(x, sin, cos, scale).to(x.dtype)\n" in fixed
     assert '("scale",)' in fixed
     assert fix_text("rotary.py", fixed, ALL, unsafe=False).fixed == fixed
+
+
+def test_tables_registered_as_buffers_by_a_method_returning_nothing_are_stored_in_its_dtype():
+    # InternLM2's dynamic-NTK cache grows in forward with dtype=x.dtype and registers the tables as buffers.
+    source = textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+        class DynamicNTKRotary(nn.Module):
+            def __init__(self, dim, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+                self._set_cos_sin_cache(2048, None, torch.get_default_dtype())
+
+            def _set_cos_sin_cache(self, seq_len, device, dtype):
+                self.max_seq_len_cached = seq_len
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, device=device, dtype=torch.float32) / self.dim))
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+                t = torch.arange(seq_len, device=device, dtype=dtype)
+                freqs = torch.outer(t, self.inv_freq.to(dtype))
+                emb = torch.cat((freqs, freqs), dim=-1)
+                self.register_buffer("cos_cached", emb.cos(), persistent=False)
+                self.register_buffer("sin_cached", emb.sin(), persistent=False)
+
+            def forward(self, x, seq_len):
+                if seq_len > self.max_seq_len_cached:
+                    self._set_cos_sin_cache(seq_len, x.device, x.dtype)
+                return self.cos_cached[:seq_len].to(x.dtype), self.sin_cached[:seq_len].to(x.dtype)
+        ''')
+    assert _fixes(source)["RPL005"] == ("safe", "build the positions in float32, and store the tables in `dtype`")
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False).fixed
+    assert 'self.register_buffer("cos_cached", emb.cos().to(dtype), persistent=False)' in fixed
+    assert "t = torch.arange(seq_len, device=device, dtype=torch.float32)" in fixed

@@ -461,6 +461,11 @@ def _stored_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, 
                 and is_trig_call(node.value):
             text = ctx.code(node.value)
             edits.append(Replace(node.value, f"{text}.to({dtype})"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer" \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "self" and len(node.args) >= 2 \
+                and is_trig_call(node.args[1]):
+            # ``self.register_buffer("cos_cached", emb.cos(), persistent=False)``: stored the same way.
+            edits.append(Replace(node.args[1], f"{ctx.code(node.args[1])}.to({dtype})"))
     return tuple(edits)
 
 
