@@ -950,3 +950,63 @@ def test_tables_registered_as_buffers_by_a_method_returning_nothing_are_stored_i
     fixed = fix_text("rotary.py", source, ALL, unsafe=False).fixed
     assert 'self.register_buffer("cos_cached", emb.cos().to(dtype), persistent=False)' in fixed
     assert "t = torch.arange(seq_len, device=device, dtype=torch.float32)" in fixed
+
+
+def test_frequency_state_cast_into_a_table_helper_is_passed_uncast_and_each_table_cast():
+    # DeepSpeed-inference style: the kept buffer would be rounded again by the cast on its way into the helper.
+    source = textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+        def fixed_pos_embedding(position_ids, inv_freq):
+            sinusoid_inp = position_ids.float().unsqueeze(-1) * inv_freq.unsqueeze(0)
+            return torch.sin(sinusoid_inp), torch.cos(sinusoid_inp)
+
+        class SelfAttention(nn.Module):
+            def __init__(self, rotary_dim=64):
+                super().__init__()
+                inv_freq = 1.0 / (10000.0 ** (torch.arange(0, rotary_dim, 2, dtype=torch.float32) / rotary_dim))
+                self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+            def _rotary_tables(self, position_ids, query):
+                return fixed_pos_embedding(position_ids, self.inv_freq.to(query.dtype))
+        ''')
+    fixes = _fixes(source)
+    assert fixes["RPL006"] == ("safe", "pass the frequencies uncast to `fixed_pos_embedding` and cast each table it "
+                                       "returns")
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False).fixed
+    assert "return tuple(table.to(query.dtype) for table in fixed_pos_embedding(position_ids, self.inv_freq))" in fixed
+    assert '("inv_freq",)' in fixed
+    assert not check_text("rotary.py", fixed, ALL).diagnostics
+
+
+def test_tables_meeting_a_self_method_rotation_are_cast_to_the_rotated_tensor():
+    # Moirai: `rot_sin * self._rotate(x)`; a kept float32 table there would make the rotated queries float32.
+    source = textwrap.dedent('''
+        import torch
+        import torch.nn as nn
+
+        class RotaryProjection(nn.Module):
+            def __init__(self, width=32, max_len=512, base=10000):
+                super().__init__()
+                self.register_buffer("theta", 1.0 / torch.pow(base, torch.arange(0, width, 2, dtype=torch.float) / width),
+                                     persistent=False)
+                position = torch.arange(max_len, dtype=torch.float32)
+                m_theta = torch.einsum("l,w->lw", position, self.theta).repeat_interleave(2, dim=-1)
+                self.register_buffer("cos", torch.cos(m_theta), persistent=False)
+                self.register_buffer("sin", torch.sin(m_theta), persistent=False)
+
+            @staticmethod
+            def _rotate(x):
+                x1, x2 = x[..., 0::2], x[..., 1::2]
+                return torch.stack([-x2, x1], dim=-1).flatten(-2)
+
+            def get_cos_sin(self, seq_id):
+                return self.cos[seq_id], self.sin[seq_id]
+
+            def forward(self, x, seq_id):
+                rot_cos, rot_sin = self.get_cos_sin(seq_id)
+                return rot_cos * x + rot_sin * self._rotate(x)
+        ''')
+    fixed = fix_text("rotary.py", source, ALL, unsafe=False).fixed
+    assert "return rot_cos.to(x.dtype) * x + rot_sin.to(x.dtype) * self._rotate(x)" in fixed

@@ -414,10 +414,12 @@ def _tensor_argument(fn: ast.AST, name: str, depth: int = 0) -> bool:
 
 
 def _rotated_name(node: ast.expr) -> ast.Name | None:
-    """``t``, ``q[..., :d]``, ``rotate_half(t)``: the tensor a table multiplies (through a same-file rotation
-    helper's first argument)."""
+    """``t``, ``q[..., :d]``, ``rotate_half(t)``, ``self._rotate(t)``: the tensor a table multiplies (through a
+    rotation helper's first argument)."""
     node = under_reshapes(node)
-    while isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+    while isinstance(node, ast.Call) and node.args and (isinstance(node.func, ast.Name) or (
+            isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "self")):
         node = under_reshapes(node.args[0])
     return node if isinstance(node, ast.Name) else None
 

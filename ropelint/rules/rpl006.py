@@ -4,6 +4,7 @@ import ast
 import re
 
 from ..diagnostics import FixPlan, Replace
+from ..model.events import Cast, TrigInHelper
 from ..model.interpreter import POSITION_NAMES
 from ..model.names import dotted, qualname, string_value
 from ..model.values import Dt, Role
@@ -18,6 +19,7 @@ from .base import (
     spelled_as_tensor,
 )
 from .casts import float32_or_callers_fix, plan_fix
+from .rpl007 import handed_fix, returns_trig_tuples
 
 
 class LowPrecisionInvFreq(Rule):
@@ -55,9 +57,15 @@ class LowPrecisionInvFreq(Rule):
                        float32_or_callers_fix(ctx, val.site, "inverse frequencies", built.scope))
         for cast in ctx.model.casts:
             receiver = cast.receiver
-            # Module state that casts convert is RPL002's; a plain attribute cast here is this rule's.
-            if not receiver.has(Role.INV_FREQ) or receiver.has(Role.PHASE) \
-                    or any(read.follows_module_casts for read in receiver.reads):
+            if not receiver.has(Role.INV_FREQ) or receiver.has(Role.PHASE):
+                continue
+            if any(read.follows_module_casts for read in receiver.reads):
+                # Module state that casts convert is RPL002's (its fix keeps the state float32); a cast of it to the
+                # activations' dtype on the way into a table-building helper would round the kept state again.
+                handed = _handed_to_table_helper(ctx, cast) if cast.target.dtype.can_be_16bit else None
+                if handed is not None:
+                    ctx.report(self.code, cast.node, _CAST_MESSAGE + f"; `{handed.callee}` forms the phase from them",
+                               cast.scope, handed_fix(ctx, cast, handed))
                 continue
             if cast.method == "new_tensor" and cast.target.dtype is Dt.INT:
                 owner = ctx.code(cast.target_expr) if cast.target_expr is not None else "an integer tensor"
@@ -107,10 +115,23 @@ class LowPrecisionInvFreq(Rule):
                 continue
             if not cast.target.dtype.can_be_16bit:
                 continue
-            message = ("inverse frequencies cast to a dtype that can be 16-bit: bfloat16 keeps 8 significant bits, "
-                       "and the phase error grows with the position (7.3 rad at 4096 for head_dim 128)")
-            ctx.report(self.code, cast.node, message, cast.scope,
+            ctx.report(self.code, cast.node, _CAST_MESSAGE, cast.scope,
                        float32_or_callers_fix(ctx, cast.node, "inverse frequencies", cast.scope))
+
+
+_CAST_MESSAGE = ("inverse frequencies cast to a dtype that can be 16-bit: bfloat16 keeps 8 significant bits, and the "
+                 "phase error grows with the position (7.3 rad at 4096 for head_dim 128)")
+
+
+def _handed_to_table_helper(ctx: RuleContext, cast: Cast) -> TrigInHelper | None:
+    """``fixed_pos_embedding(position_ids, self.inv_freq.to(query.dtype))``: the cast is an argument of a call of a
+    same-file function that returns a tuple of cos/sin tables on every path."""
+    stmt = ctx.model.statement_of.get(id(cast.node))
+    for call in (n for n in ast.walk(stmt) if isinstance(n, ast.Call)) if stmt is not None else ():
+        if isinstance(call.func, ast.Name) and any(a is cast.node for a in call.args) \
+                and (helper := ctx.model.functions.get(call.func.id)) is not None and returns_trig_tuples(helper):
+            return TrigInHelper(call, cast.receiver, call.func.id, cast.scope)
+    return None
 
 
 def _base_tensor(site: ast.AST) -> bool:

@@ -147,7 +147,7 @@ class TrigAfterDowncast(Rule):
         if isinstance(calls[0].call.func, ast.Attribute):
             return None  # a method: casting what it returns is not known to be right
         if any(isinstance(n, ast.Return) and isinstance(n.value, (ast.Tuple, ast.List)) for n in ast.walk(helper)):
-            return _per_table_fix(ctx, cast, calls, helper, split)
+            return per_table_fix(ctx, cast, calls, helper, split)
         arguments = [arg for c in calls for arg in c.call.args if isinstance(arg, ast.Name)]
         if not only_read_by(ctx, cast.node, cast.scope.node, {id(a) for a in arguments}):
             return None
@@ -400,11 +400,30 @@ def _sliced_in_place(fn: ast.AST) -> set[int]:
     return found
 
 
-def _per_table_fix(ctx: RuleContext, cast: Cast, calls: list[TrigInHelper], helper: ast.AST,
+def returns_trig_tuples(helper: ast.AST) -> bool:
+    """Every return of ``helper`` is one tuple (or every one a list) of cos/sin tables."""
+    returns = [n.value for n in ast.walk(helper) if isinstance(n, ast.Return)]
+    return len({type(r) for r in returns}) == 1 and all(
+        isinstance(r, (ast.Tuple, ast.List)) and r.elts and all(any(is_trig_call(m) for m in ast.walk(e))
+                                                                for e in r.elts) for r in returns)
+
+
+def handed_fix(ctx: RuleContext, cast: Cast, handed: TrigInHelper) -> FixPlan | None:
+    """RPL006's frequencies cast on their way into a table helper: passed uncast, each returned table cast."""
+    split = TrigAfterDowncast._split(ctx, cast)
+    helper = ctx.model.functions.get(handed.callee)
+    if split is None or helper is None:
+        return None
+    fix = per_table_fix(ctx, cast, [handed], helper, split)
+    return FixPlan(fix.safety, fix.description.replace("the float32 phase", "the frequencies uncast"), fix.edits) \
+        if fix is not None else None
+
+
+def per_table_fix(ctx: RuleContext, cast: Cast, calls: list[TrigInHelper], helper: ast.AST,
                    split: tuple[str, str]) -> FixPlan | None:
     """``_sincos(phase.to(dtype))`` with ``_sincos`` returning ``emb.cos(), emb.sin()`` on every path:
     ``tuple(table.to(dtype) for table in _sincos(phase))``, the same tuple of tables in the same dtype, taken from
-    the float32 phase."""
+    the float32 phase (or from float32 frequencies: RPL006's ``fixed_pos_embedding(ids, inv_freq.to(q.dtype))``)."""
     returns = [n.value for n in ast.walk(helper) if isinstance(n, ast.Return)]
     kinds = {type(r) for r in returns}
     if len(calls) != 1 or len(kinds) != 1 or not all(
