@@ -732,12 +732,12 @@ class Interpreter:
                     info.submodules.setdefault(attr, made)
         for fn in builders:
             for stmt in fn.body:
-                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and _self_attr(stmt.targets[0]) \
+                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and self_attr(stmt.targets[0]) \
                         and isinstance(stmt.value, ast.Call) and _is_vmap(qualname(stmt.value.func, self.imports)):
                     inner: ast.expr = stmt.value
                     while isinstance(inner, ast.Call) and _is_vmap(qualname(inner.func, self.imports)) and inner.args:
                         inner = inner.args[0]
-                    info.vmapped[_self_attr(stmt.targets[0])] = inner  # type: ignore[index]
+                    info.vmapped[self_attr(stmt.targets[0])] = inner  # type: ignore[index]
             for attr, names in _submodule_choices(fn).items():
                 if len(names) > 1:
                     info.choices[attr] = tuple(dict.fromkeys((*info.choices.get(attr, ()), *names)))
@@ -1237,7 +1237,7 @@ class Interpreter:
         """``self._build_cache(n, x.device)`` as a statement of the function's own body, calling a method that
         always (re)registers float32 state: the reads below get what it built, not what a module cast left."""
         call = stmt.value
-        if frame.cls is None or not isinstance(call, ast.Call) or _self_attr(call.func) is None \
+        if frame.cls is None or not isinstance(call, ast.Call) or self_attr(call.func) is None \
                 or frame.scope.node is None or not any(s is stmt for s in frame.scope.node.body):
             return
         found = self._find_method(frame.cls, call.func.attr)  # type: ignore[attr-defined]
@@ -1270,13 +1270,13 @@ class Interpreter:
         no ``self.inv_freq = ...`` says so (a rebuild from ``__init__``'s recipe would miss the change)."""
         if isinstance(node, ast.Attribute) and node.attr == "data":
             node = node.value
-        held = _self_attr(node)
+        held = self_attr(node)
         if held is not None and frame.cls is not None:
             frame.cls.writes.setdefault(held, set()).add(frame.scope.symbol)
 
     def _entry(self, node: ast.Subscript, frame: Frame) -> tuple[Val, tuple[Val, ...] | None] | None:
         """What ``self.<name>[key]`` holds when this class stores tables or frequencies in it."""
-        held = _self_attr(node.value)
+        held = self_attr(node.value)
         if held is None or frame.cls is None:
             return None
         return next((cls.entries[held] for cls in self._mro(frame.cls) if held in cls.entries), None)
@@ -1328,7 +1328,7 @@ class Interpreter:
         if isinstance(target, (ast.Subscript, ast.Attribute)) and frame.cls is not None \
                 and (isinstance(target, ast.Subscript) or target.attr == "data"):
             self._updated_in_place(target.value, frame)  # ``self.inv_freq[:] = ...``, ``self.inv_freq.data = ...``
-        held = _self_attr(target.value) if isinstance(target, ast.Subscript) else None
+        held = self_attr(target.value) if isinstance(target, ast.Subscript) else None
         if held is not None and frame.cls is not None and val.roles & {Role.TABLE, Role.PHASE, Role.INV_FREQ}:
             # ``self._tables[n] = (cos_tab, sin_tab)``: a cache keyed by length or device; reads of it get these.
             frame.cls.entries[held] = (val.evolve(param=None), items)
@@ -1784,7 +1784,7 @@ class Interpreter:
         if attr.endswith("_dtype") and not base.roles:
             # ``config.torch_dtype``, ``cfg.params_dtype``: a dtype the configuration chooses (bfloat16 in most).
             return dtype_val(Dt.RUNTIME)
-        if frame.cls is not None and isinstance(node.value, ast.Attribute) and _self_attr(node.value) is not None:
+        if frame.cls is not None and isinstance(node.value, ast.Attribute) and self_attr(node.value) is not None:
             made = next((c.submodules[node.value.attr] for c in self._mro(frame.cls)
                          if node.value.attr in c.submodules), None)
             held = self._held_state(self.model.classes.get(made) if made is not None else None, attr, node)
@@ -1969,7 +1969,7 @@ class Interpreter:
         returns = summary.returns
         if not (returns.has(Role.POSITIONS) and returns.dtype is Dt.INT and _counted(returns.site)):
             return None
-        operand = _count_operand(returns.site)  # type: ignore[arg-type]
+        operand = count_operand(returns.site, self.imports)  # type: ignore[arg-type]
         if not (isinstance(operand, ast.Name) and operand.id in bound and bound[operand.id].dtype.can_be_16bit
                 and not bound[operand.id].roles - {Role.SCALAR}):
             return None
@@ -1998,7 +1998,7 @@ class Interpreter:
     def _other_choices(self, func: ast.expr, frame: Frame) -> list[Summary]:
         """Entry-method summaries of the other classes ``self.<attr>`` may hold (built on another branch)."""
         if not self._any_choices or frame.cls is None or not (isinstance(func, ast.Attribute)
-                                                              and _self_attr(func) is not None):
+                                                              and self_attr(func) is not None):
             return []
         choices = next((c.choices[func.attr] for c in self._mro(frame.cls) if func.attr in c.choices), ())
         main = held_class(self.model.classes, frame.cls, func.attr)
@@ -2082,7 +2082,7 @@ class Interpreter:
         if frame.cls is None:
             return None
         if isinstance(func, ast.Subscript):
-            attr = _self_attr(func.value)
+            attr = self_attr(func.value)
             if attr is not None:
                 return self._element_class(frame.cls, attr)
             # ``self.layers[0].self_attn.layers[i]``: an element of a container another held module holds.
@@ -2102,7 +2102,7 @@ class Interpreter:
         if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) and source.func.id == "enumerate" \
                 and source.args and isinstance(target, ast.Tuple) and len(target.elts) == 2:
             source, target = source.args[0], target.elts[1]
-        attr = _self_attr(source)
+        attr = self_attr(source)
         if attr is None or frame.cls is None or not isinstance(target, ast.Name):
             return
         held = self._element_class(frame.cls, attr)
@@ -2132,7 +2132,7 @@ class Interpreter:
             return self._call(self._rewritten(node, lambda: ast.Call(func=func.args[0], args=node.args,
                                                                      keywords=node.keywords)), frame)
         if self._any_vmapped and isinstance(func, ast.Attribute) and frame.cls is not None \
-                and _self_attr(func) is not None:
+                and self_attr(func) is not None:
             mapped = next((c.vmapped[func.attr] for c in self._mro(frame.cls) if func.attr in c.vmapped), None)
             if mapped is not None:
                 # ``self._batched_angles(t, inv_freq)`` with ``__init__`` building it as ``vmap(vmap(_angles))``.
@@ -2237,7 +2237,7 @@ class Interpreter:
             result = self._library_call(node, qn, pos, kw, frame)
             out = kw.get("out")
             written = out.value if isinstance(out, ast.Subscript) else out
-            held = _self_attr(written) if written is not None else None
+            held = self_attr(written) if written is not None else None
             if held is not None and frame.cls is not None and result.roles & {Role.TABLE, Role.PHASE}:
                 # ``torch.outer(t, inv_freq, out=self.phase_scratch[:n])``: written in the buffer's dtype, which a
                 # module cast sets.
@@ -2300,13 +2300,13 @@ class Interpreter:
         ``_FP32 = {"dtype": torch.float32}`` at module level; ``**{**factory_kwargs, "dtype": torch.float32}``."""
         if isinstance(node, ast.Name) and node.id in self._dict_constants and node.id not in frame.env:
             return dict(self._dict_constants[node.id])
-        held = _self_attr(node)
+        held = self_attr(node)
         if held is not None and frame.cls is not None:
             # ``self._factory_kwargs = {"device": device, "dtype": params_dtype}`` in ``__init__``, then
             # ``torch.arange(n).to(**self._factory_kwargs)``: the dtype a module constructor was handed.
             init = self._find_method(frame.cls, "__init__")
             assigned = [st.value for st in ast.walk(init[1]) if isinstance(st, ast.Assign) and len(st.targets) == 1
-                        and _self_attr(st.targets[0]) == held] if init is not None else []
+                        and self_attr(st.targets[0]) == held] if init is not None else []
             if len(assigned) == 1 and isinstance(assigned[0], ast.Dict):
                 found = self._unpacked(assigned[0], frame)
                 if "dtype" in found and isinstance(found["dtype"], ast.Name) and found["dtype"].id not in frame.env:
@@ -2972,7 +2972,7 @@ class Interpreter:
             written = node.func.value.value if isinstance(node.func.value, ast.Subscript) else node.func.value
             if isinstance(written, ast.Name):
                 self._write_into(written.id, vals[0], frame)
-            held = _self_attr(written)
+            held = self_attr(written)
             if held is not None and frame.cls is not None and vals[0].roles & {Role.TABLE, Role.PHASE}:
                 self._filled_state(held, vals[0], node, frame)
                 # What the buffer was registered as, not what a later (guarded) reassignment left in the state.
@@ -3309,7 +3309,7 @@ class Interpreter:
                 if isinstance(node, ast.Assign) and (pick := self._pick(node.value, getters)) and pick[0] in registries:
                     for target in node.targets:
                         key = target.id if isinstance(target, ast.Name) else \
-                            target.attr if _self_attr(target) else None  # type: ignore[union-attr]
+                            target.attr if self_attr(target) else None  # type: ignore[union-attr]
                         if key is not None:
                             picked.setdefault(key, set()).add(pick)
                 elif isinstance(node, ast.Call) and (reg := _picked_from(node.func)) in registries:
@@ -3340,7 +3340,7 @@ class Interpreter:
         this file's functions: what the first of them (by position in the file) that returns a rotary value returns.
         (Not through ``functools.partial``: the call's arguments would not be the function's.)"""
         func = node.func
-        if not ((isinstance(func, ast.Attribute) and _self_attr(func) and frame.cls is not None
+        if not ((isinstance(func, ast.Attribute) and self_attr(func) and frame.cls is not None
                  and not self._find_method(frame.cls, func.attr))
                 or (isinstance(func, ast.Name) and func.id not in self.model.functions)):
             return None
@@ -3944,7 +3944,7 @@ def _element_classes(fn: FunctionNode) -> dict[str, tuple[str, ...]]:
                    and isinstance(n.iter.func, ast.Attribute) and n.iter.func.attr in ("items", "values")
                    and isinstance(n.iter.func.value, ast.Name)]))
             for target in node.targets:
-                attr = _self_attr(target)
+                attr = self_attr(target)
                 if attr is not None and called:
                     out[attr] = called
     return out
@@ -4085,7 +4085,7 @@ def is_runtime_inv_freq(qn: str) -> bool:
 def _writes_unconditionally(fn: FunctionNode, state: str) -> bool:
     """A statement of ``fn``'s own body registers or assigns ``self.<state>`` (no branch can skip it)."""
     for stmt in fn.body:
-        if isinstance(stmt, ast.Assign) and any(_self_attr(t) == state for t in stmt.targets):
+        if isinstance(stmt, ast.Assign) and any(self_attr(t) == state for t in stmt.targets):
             return True
         call = stmt.value if isinstance(stmt, ast.Expr) else None
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "register_buffer" \
@@ -4103,7 +4103,7 @@ def _calls_self_method_after_super(fn: FunctionNode, names: set[str]) -> bool:
                and isinstance(c.func.value.func, ast.Name) and c.func.value.func.id == "super" for c in calls):
             seen_super = True
             continue
-        if seen_super and any(c.func.attr in names and _self_attr(c.func) is not None for c in calls):  # type: ignore[union-attr]
+        if seen_super and any(c.func.attr in names and self_attr(c.func) is not None for c in calls):  # type: ignore[union-attr]
             return True
     return False
 
@@ -4111,7 +4111,7 @@ def _calls_self_method_after_super(fn: FunctionNode, names: set[str]) -> bool:
 def _rebuilt_on_device_change_only(fn: ast.AST, state: str) -> bool:
     """Every ``self.<state> = ...`` in ``fn`` sits under an ``if`` that compares devices only (``if
     self.inv_freq.device != self._inv_freq_device:``): a dtype cast leaves the device, so nothing is rebuilt."""
-    assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign) and any(_self_attr(t) == state for t in n.targets)]
+    assigns = [n for n in ast.walk(fn) if isinstance(n, ast.Assign) and any(self_attr(t) == state for t in n.targets)]
     if not assigns or any(isinstance(n, ast.Constant) and n.value == state for n in ast.walk(fn)):
         return False  # (named in a string: ``apply_keeping_dtype(self, super()._apply, fn, ("inv_freq",))`` keeps it)
     guarded: set[int] = set()
@@ -4144,11 +4144,11 @@ def _restore_sources(fn: ast.AST, state: str) -> set[str]:
     (``self.inv_freq = self._inv_freq_fp64.clone()``); empty when one assignment builds it otherwise."""
     sources: set[str] = set()
     for node in ast.walk(fn):
-        if isinstance(node, ast.Assign) and any(_self_attr(t) == state for t in node.targets):
+        if isinstance(node, ast.Assign) and any(self_attr(t) == state for t in node.targets):
             metadata = {id(n.value) for n in ast.walk(node.value) if isinstance(n, ast.Attribute)
                         and n.attr in ("device", "dtype", "shape")}
-            read = {_self_attr(n) for n in ast.walk(node.value)
-                    if isinstance(n, ast.Attribute) and id(n) not in metadata and _self_attr(n) is not None}
+            read = {self_attr(n) for n in ast.walk(node.value)
+                    if isinstance(n, ast.Attribute) and id(n) not in metadata and self_attr(n) is not None}
             if not read or state in read or any(isinstance(n, ast.Call) and (dotted(n.func) or [""])[-1]
                                                 in ("arange", "tensor", "linspace", "pow") for n in ast.walk(node.value)):
                 return set()
@@ -4170,14 +4170,11 @@ def _scaled_positions_param(left: Val, right: Val, op: ast.operator) -> str | No
 HANDED_ON_IDS = frozenset({"position_ids", "cache_position"})
 
 
-def _count_operand(site: ast.Call) -> ast.expr | None:
-    """What a count runs over: ``mask`` of ``mask.cumsum(-1)`` or of ``torch.cumsum(mask, -1)``."""
-    if (dotted(site.func) or [""])[-1] != "cumsum" and not (isinstance(site.func, ast.Attribute)
-                                                           and site.func.attr == "cumsum"):
-        return None
-    if site.args and not isinstance(site.args[0], (ast.Constant, ast.UnaryOp)):
-        return site.args[0]  # the function (``torch.cumsum(mask, -1)``, under any alias) takes the tensor first
-    return site.func.value if isinstance(site.func, ast.Attribute) else None
+def count_operand(site: ast.Call, imports: ImportTable) -> ast.expr | None:
+    """What a count runs over: ``mask`` of ``torch.cumsum(mask, -1)`` (under any alias) or of ``mask.cumsum(-1)``."""
+    if qualname(site.func, imports) == "torch.cumsum":
+        return site.args[0] if site.args else None
+    return site.func.value if isinstance(site.func, ast.Attribute) and site.func.attr == "cumsum" else None
 
 
 def _counted(site: ast.AST | None) -> bool:
@@ -4222,16 +4219,16 @@ def _converted_like_buffers(fn: FunctionNode) -> frozenset[str]:
         return frozenset()
     converted: set[str] = set()
     for node in ast.walk(fn):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and (name := _self_attr(node.targets[0])) \
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and (name := self_attr(node.targets[0])) \
                 and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) \
                 and node.value.func.id == params[0] and len(node.value.args) == 1 and not node.value.keywords \
-                and _self_attr(node.value.args[0]) == name:
+                and self_attr(node.value.args[0]) == name:
             converted.add(name)
-    mentions = [n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute) and _self_attr(n) in converted]
+    mentions = [n.attr for n in ast.walk(fn) if isinstance(n, ast.Attribute) and self_attr(n) in converted]
     # Named elsewhere in the override too (``if self._freqs is not None``, a rebuild after it): only the plain form.
     return frozenset(name for name in converted
                      if mentions.count(name) == 2 + sum(1 for n in ast.walk(fn) if isinstance(n, ast.Compare)
-                                                        and any(_self_attr(c) == name for c in ast.walk(n))))
+                                                        and any(self_attr(c) == name for c in ast.walk(n))))
 
 
 _TENSOR_READS = frozenset({"device", "dtype", "shape", "ndim", "is_cuda", "is_meta", "size", "dim", "numel"})
@@ -4267,24 +4264,24 @@ def _only_widens(fn: ast.AST, state: str) -> bool:
     (or not at all)."""
     allowed: set[int] = set()
     for node in ast.walk(fn):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and _self_attr(node.targets[0]) == state \
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and self_attr(node.targets[0]) == state \
                 and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) \
-                and _self_attr(node.value.func.value) == state and (
+                and self_attr(node.value.func.value) == state and (
                     node.value.func.attr in ("float", "double")
                     or (node.value.func.attr == "to" and all(
                         # a widening, or a device move (``.to(self.inv_freq.device)``): neither restores values
                         (dotted(a) or [""])[-1] in ("float32", "float", "float64", "double", "device")
                         for a in (*node.value.args, *(k.value for k in node.value.keywords if k.arg in ("dtype", "device")))))):
             allowed.update(id(n) for n in (node.targets[0], node.value.func.value))
-        elif isinstance(node, ast.Attribute) and node.attr == "dtype" and _self_attr(node.value) == state:
+        elif isinstance(node, ast.Attribute) and node.attr == "dtype" and self_attr(node.value) == state:
             allowed.add(id(node.value))  # ``if self.inv_freq.dtype != torch.float32:`` reads the dtype only
         elif isinstance(node, ast.Assign) and node.targets and all(
-                _self_attr(t) not in (None, state) for t in node.targets):
+                self_attr(t) not in (None, state) for t in node.targets):
             # ``self.inv_freq = self._master.clone()``: copied into other state, not restored itself.
-            allowed.update(id(n) for n in ast.walk(node.value) if isinstance(n, ast.Attribute) and _self_attr(n) == state)
+            allowed.update(id(n) for n in ast.walk(node.value) if isinstance(n, ast.Attribute) and self_attr(n) == state)
     if any(isinstance(n, ast.Constant) and isinstance(n.value, str) and state in n.value for n in ast.walk(fn)):
         return False  # named in a string: ``apply_keeping_dtype(self, super()._apply, fn, ("inv_freq",))``
-    mentions = [n for n in ast.walk(fn) if isinstance(n, ast.Attribute) and _self_attr(n) == state]
+    mentions = [n for n in ast.walk(fn) if isinstance(n, ast.Attribute) and self_attr(n) == state]
     return bool(mentions) and all(id(n) in allowed for n in mentions)
 
 
@@ -4319,7 +4316,7 @@ def is_cast_call(node: ast.AST | None) -> bool:
         and node.func.attr in ("to", "type", "type_as", "half", "bfloat16")
 
 
-def _self_attr(node: ast.expr) -> str | None:
+def self_attr(node: ast.expr) -> str | None:
     """``name`` in ``self.<name>``."""
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
         return node.attr

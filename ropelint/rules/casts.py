@@ -17,6 +17,7 @@ from ..model.interpreter import (
     is_runtime_inv_freq,
     is_trig_call,
     same_file_callable,
+    self_attr,
 )
 from ..model.names import TORCH_DTYPES_INT, dotted, qualname
 from ..model.values import Dt, Role
@@ -144,14 +145,15 @@ def plan_fix(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, scope: Sco
     consumers = [p for p in ctx.model.products if any(s is site for s in (*p.positions.sites, *p.freq.sites))]
     kept = boundary_casts(ctx, consumers) if dtype is not None else ()
     if kept is None:
-        return FixPlan("unsafe", f"{description} (the cos/sin tables would leave a function float32 where they had "
-                                 f"the model's dtype, beside other values no cast can be placed for)", edits)
+        return FixPlan("unsafe", f"{description} ({NO_BOUNDARY_CAST})", edits)
     if kept:
         return FixPlan("safe", f"{description}, {BOUNDARY_CASTS}", (*edits, *kept))
     return FixPlan("safe", description, edits)
 
 
 BOUNDARY_CASTS = "and cast the tables to the dtype of the activations they meet"
+NO_BOUNDARY_CAST = ("the cos/sin tables would leave a function float32 where they had the model's dtype, beside other "
+                    "values no cast can be placed for")
 
 
 def boundary_casts(ctx: RuleContext, products: list) -> tuple[Replace, ...] | None:  # type: ignore[type-arg]
@@ -280,7 +282,7 @@ def rotation_output_casts(ctx: RuleContext, cls_name: str, producer: str) -> lis
         if activation is None or method.name == producer:
             continue
         derived = {t.id for a in ast.walk(method) if isinstance(a, ast.Assign) and len(a.targets) == 1
-                   and isinstance(a.value, ast.Call) and _self_method(a.value.func) == producer
+                   and isinstance(a.value, ast.Call) and self_attr(a.value.func) == producer
                    for t in (a.targets[0].elts if isinstance(a.targets[0], ast.Tuple) else [a.targets[0]])
                    if isinstance(t, ast.Name)}
         for call in ast.walk(method) if derived else ():
@@ -293,11 +295,6 @@ def rotation_output_casts(ctx: RuleContext, cls_name: str, producer: str) -> lis
                     and any(isinstance(a, ast.Name) and a.id in derived for a in given):
                 edits.append(Replace(call, f"{ctx.code(call)}.to({activation}.dtype)"))
     return edits
-
-
-def _self_method(func: ast.expr) -> str | None:
-    return func.attr if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
-        and func.value.id == "self" else None
 
 
 def _multiplies(fn: ast.AST, tensor: str, table: str) -> bool:

@@ -322,4 +322,3 @@ def _names(ctx: RuleContext, info, ref: StateRef) -> list[str]:  # type: ignore[
 
 def _quoted(names: list[str]) -> str:
     return tuple_code([f'"{name}"' for name in names])
-

@@ -10,7 +10,7 @@ from ..model.names import dotted, string_value
 from ..model.values import Dt, Role, StateKind, StateRead
 from .base import Rule, RuleContext, tuple_code
 from .builder import extract_builder
-from .casts import BOUNDARY_CASTS, boundary_casts, dtype_change, rotation_output_casts
+from .casts import BOUNDARY_CASTS, NO_BOUNDARY_CAST, boundary_casts, dtype_change, rotation_output_casts
 from .construction import assigned_value, match_default
 from .keep import construction_casts, keep_fix, rotary_siblings
 from .lazy import lazy_default
@@ -112,9 +112,7 @@ class InvFreqInModuleState(Rule):
             if change:
                 fix = FixPlan("unsafe", f"{fix.description} ({change})", fix.edits)
             elif (kept := boundary_casts(ctx, readers)) is None:
-                fix = FixPlan("unsafe", f"{fix.description} (the cos/sin tables would leave a function float32 "
-                                        f"where they had the model's dtype, beside other values no cast can be "
-                                        f"placed for)", fix.edits)
+                fix = FixPlan("unsafe", f"{fix.description} ({NO_BOUNDARY_CAST})", fix.edits)
             elif kept:
                 fix = FixPlan("safe", f"{fix.description}, {BOUNDARY_CASTS}", (*fix.edits, *kept))
         if fix is None and why:

@@ -3,8 +3,8 @@ from __future__ import annotations
 import ast
 
 from ..diagnostics import FixPlan, Replace
-from ..model.interpreter import HANDED_ON_IDS
-from ..model.names import dotted, qualname
+from ..model.interpreter import HANDED_ON_IDS, count_operand
+from ..model.names import dotted
 from ..model.values import Dt, Role
 from .base import Rule, RuleContext, append_keyword, later_loads
 from .callsite import caller_dtype_fix, calls_of, enclosing_function
@@ -174,7 +174,7 @@ def _function_of(ctx: RuleContext, node: ast.AST) -> ast.AST | None:
 def _counted_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
     """Positions counted over a mask (``attention_mask.cumsum(-1) - 1``, a mask in the activations' dtype, or ones
     like them): counted in int64, what position ids are; the rotary widens them, and indexing still works."""
-    if not (isinstance(site, ast.Call) and _counted_operand(ctx, site) is not None):
+    if not (isinstance(site, ast.Call) and count_operand(site, ctx.imports) is not None):
         return None
     return _int64_fix(ctx, site, "count the positions in int64 (what position ids are; the rotary widens them)")
 
@@ -187,7 +187,7 @@ def _int64_fix(ctx: RuleContext, site: ast.AST, description: str) -> FixPlan | N
         return None
     torch, imports = ctx.torch_name()
     chosen = next((k for k in site.keywords if k.arg == "dtype"), None)
-    if chosen is None and _counted_operand(ctx, site) is not _counted_name(ctx, site):
+    if chosen is None and count_operand(site, ctx.imports) is not _counted_name(ctx, site):
         # ``attention_mask.long().cumsum(-1)``: already counted in int64; only the product with the mask promotes.
         again = _masked_again(ctx, site)
         return FixPlan("safe", description, tuple(again)) if again else None
@@ -196,16 +196,9 @@ def _int64_fix(ctx: RuleContext, site: ast.AST, description: str) -> FixPlan | N
     return FixPlan("safe", description, (edit, *_masked_again(ctx, site), *imports))
 
 
-def _counted_operand(ctx: RuleContext, site: ast.Call) -> ast.AST | None:
-    func = site.func
-    if qualname(func, ctx.imports) == "torch.cumsum":  # the function: its first argument
-        return site.args[0] if site.args else None
-    return func.value if isinstance(func, ast.Attribute) and func.attr == "cumsum" else None
-
-
 def _counted_name(ctx: RuleContext, site: ast.Call) -> ast.AST | None:
     """The mask a count runs over, through an integer cast (``attention_mask.long().cumsum(-1)``)."""
-    counted = _counted_operand(ctx, site)
+    counted = count_operand(site, ctx.imports)
     if isinstance(counted, ast.Call) and isinstance(counted.func, ast.Attribute) \
             and counted.func.attr in ("long", "int") and not counted.args:
         return counted.func.value

@@ -424,15 +424,12 @@ def per_table_fix(ctx: RuleContext, cast: Cast, calls: list[TrigInHelper], helpe
     """``_sincos(phase.to(dtype))`` with ``_sincos`` returning ``emb.cos(), emb.sin()`` on every path:
     ``tuple(table.to(dtype) for table in _sincos(phase))``, the same tuple of tables in the same dtype, taken from
     the float32 phase (or from float32 frequencies: RPL006's ``fixed_pos_embedding(ids, inv_freq.to(q.dtype))``)."""
-    returns = [n.value for n in ast.walk(helper) if isinstance(n, ast.Return)]
-    kinds = {type(r) for r in returns}
-    if len(calls) != 1 or len(kinds) != 1 or not all(
-            isinstance(r, (ast.Tuple, ast.List)) and r.elts and all(any(is_trig_call(m) for m in ast.walk(e))
-                                                                    for e in r.elts) for r in returns):
+    if len(calls) != 1 or not returns_trig_tuples(helper):
         return None
     call = calls[0].call
     receiver_code, tail = split
-    kind = "tuple" if kinds == {ast.Tuple} else "list"
+    kind = "tuple" if any(isinstance(n, ast.Return) and isinstance(n.value, ast.Tuple) for n in ast.walk(helper)) \
+        else "list"
     if "table" in tail:
         return None  # the cast's text would be shadowed
     if not any(a is cast.node for a in call.args):
