@@ -3073,9 +3073,8 @@ class Interpreter:
             self._cast(node, method, receiver, target, target_node, frame)
             return self._cast_result(node, receiver, target)
         if method == "type_as" and vals:
-            other = vals[0]
-            dt = Dt.RUNTIME if other.read is not None and other.read.follows_module_casts else other.dtype
-            target = dtype_val(dt, read=other.read).evolve(param=other.param)
+            # ``t.type_as(ref)`` is ``t.to(ref.dtype)`` (and ref's device).
+            target = _dtype_of(vals[0])
             self._cast(node, method, receiver, target, pos[0], frame)
             return self._cast_result(node, receiver, target)
         if method in ("cos", "sin"):

@@ -27,7 +27,7 @@ class IntegerTableCast(Rule):
         for cast in ctx.model.casts:
             if not (cast.receiver.has(Role.TABLE) or cast.receiver.has(Role.PHASE)):
                 continue
-            maybe = cast.target.dtype is not Dt.INT and (positions_dtype(cast) or _phase_source_dtype(ctx, cast))
+            maybe = cast.target.dtype is not Dt.INT and (positions_dtype(cast) or phase_source_dtype(ctx, cast))
             fallback = _integer_fallback(ctx, cast)
             # ``return buf.dtype`` in a loop over ``self.buffers()``, else the default dtype: integer on one path.
             # Not a dtype parameter with a fallback (``output_dtype = pos.dtype`` when left out): its calls decide,
@@ -277,7 +277,7 @@ def _tensor_target(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[n
     return expr if spelled_as_tensor(ctx, expr) else None
 
 
-def _phase_source_dtype(ctx: RuleContext, cast) -> bool:  # type: ignore[no-untyped-def]
+def phase_source_dtype(ctx: RuleContext, cast) -> bool:  # type: ignore[no-untyped-def]
     """``cos.to(grid_coord.dtype)`` where ``grid_coord`` is the parameter this function's own phase takes its
     positions from (``grid_coord[:, a, None].float() * inv_freq``): whatever the name, positions that the
     function had to convert to float for the phase, so not a floating dtype the tables belong in."""

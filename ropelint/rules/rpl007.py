@@ -28,16 +28,18 @@ from .base import (
     only_read_by,
     shape_only_reads,
 )
-from .rpl001 import positions_dtype
+from .rpl001 import phase_source_dtype, positions_dtype
 
 
 class TrigAfterDowncast(Rule):
     code = "RPL007"
 
     def check(self, ctx: RuleContext) -> None:
-        # A cast to the dtype of positions parameters (int64 ids from most callers) is RPL001's.
+        # A cast to the dtype of positions parameters (int64 ids from most callers), or of the counts the phase
+        # was made from, is RPL001's.
         phase_casts = {id(c.node): c for c in ctx.model.casts
-                       if c.receiver.has(Role.PHASE) and c.target.dtype is not Dt.INT and not positions_dtype(c)}
+                       if c.receiver.has(Role.PHASE) and c.target.dtype is not Dt.INT and not positions_dtype(c)
+                       and not phase_source_dtype(ctx, c)}
         for cast, found in _by_cast(ctx.model.trigs, phase_casts):
             message = (f"phase cast to a dtype that can be 16-bit before cos/sin at line {ctx.line_of(found[0].node)}: "
                        f"the rounding of the angle is amplified by its size; take cos/sin in float32 and cast the tables")
