@@ -7204,3 +7204,48 @@ def test_frequency_bases_in_a_buffer_handed_to_a_builder_are_rounded_state():
     assert '("head_thetas",)' in _fixed(source)
     torch = pytest.importorskip("torch")
     assert torch.tensor(10000.0).bfloat16().item() == 9984.0
+
+
+_LOOP_REGISTERED = '''\
+import torch
+from torch import nn
+
+
+class Rotary(nn.Module):
+    def __init__(self, dim=64, max_positions=16384, base=10000.0):
+        super().__init__()
+        self.dim, self.max_positions, self.base = dim, max_positions, base
+        for name, value in self._make_buffers().items():
+            self.register_buffer(name, value, persistent=False)
+
+    def _make_buffers(self, device=None):
+        inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, device=device).float() / self.dim))
+        positions = torch.arange(self.max_positions, device=device, dtype=torch.float32)
+        return {"inv_freq": inv_freq, "positions": positions}
+
+    def forward(self, x, position_ids):
+        t = self.positions[position_ids].float()
+        freqs = t[..., None] * self.inv_freq.float()
+        return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+'''
+
+
+def test_buffers_registered_in_a_loop_over_a_returned_dict_are_module_state(tmp_path):
+    """Round 50: `for name, value in self._make_buffers().items(): self.register_buffer(name, value)` registers
+    each key of the dict the method returns: a float position ramp (RPL005) and inverse frequencies (RPL002) that
+    `module.bfloat16()` rounds. Both safe; the fixed module keeps them float32 through the cast (measured:
+    position 8193 comes back exact, the original's bfloat16 ramp holds 8192 there)."""
+    torch = pytest.importorskip("torch")
+    assert _found(_LOOP_REGISTERED) == {(18, "RPL005"): "safe", (19, "RPL002"): "safe"}
+    fixed = _fixed(_LOOP_REGISTERED)
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    positions = torch.tensor([8193, 12001])
+    x = torch.zeros(1, dtype=torch.bfloat16)
+    original = _module_from(_LOOP_REGISTERED, tmp_path, "loop_original").Rotary().bfloat16()
+    assert original.positions[8193].item() == 8192.0
+    rotary = _module_from(fixed, tmp_path, "loop_fixed").Rotary().bfloat16()
+    cos, _ = rotary(x, positions)
+    ref = (positions.double()[:, None] * (1.0 / 10000.0 ** (torch.arange(0, 64, 2).double() / 64))).cos()
+    assert (cos.double() - ref).abs().max().item() < 8e-3
+    cos_original, _ = original(x, positions)
+    assert (cos_original.double() - ref).abs().max().item() > 0.1

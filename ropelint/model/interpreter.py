@@ -223,6 +223,8 @@ class Summary:
     # ``def make_rotary(dim): ... def rope(pos, dtype=None): ...; return rope``: what a call of the closure it
     # hands back does (``self._rope = make_rotary(d)``; ``self._rope(position_ids)``).
     made: Summary | None = None
+    # ``return {"inv_freq": inv_freq, "positions": positions}``: what each string key of the returned dict holds.
+    keyed: tuple[tuple[str, Val], ...] | None = None
 
     @property
     def reaches_arguments(self) -> bool:
@@ -274,6 +276,10 @@ class Frame:
     trig_names: set[str] = field(default_factory=set)
     # ``for i, rope in enumerate(self.rotaries)``: loop names bound to modules of a class of this file.
     instances: dict[str, ClassInfo] = field(default_factory=dict)
+    # ``return {"inv_freq": inv_freq, ...}`` in this function: each key and what it holds.
+    return_keys: list[tuple[tuple[str, Val], ...]] = field(default_factory=list)
+    # ``for name, t in self._make_buffers().items()`` over such a dict: key name -> (value name, the entries).
+    keyed_loops: dict[str, tuple[str, tuple[tuple[str, Val], ...]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -424,6 +430,15 @@ def _assigned_values(fn: ast.AST, name: str) -> list[ast.expr]:
                 table.setdefault(stmt.targets[0].id, []).append(stmt.value)
         fn._ropelint_assigned = table  # type: ignore[attr-defined]
     return list(table.get(name, ()))
+
+
+def _keyed_names(node: ast.expr) -> tuple[tuple[str, str], ...] | None:
+    """``{"inv_freq": inv_freq, "positions": positions}``: (key, name) for a dict of string keys and names."""
+    if not (isinstance(node, ast.Dict) and node.keys) or not all(
+            isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Name)
+            for k, v in zip(node.keys, node.values)):
+        return None
+    return tuple((k.value, v.id) for k, v in zip(node.keys, node.values))  # type: ignore[union-attr]
 
 
 def _dtype_of_param(node: ast.AST, scope: Scope) -> ast.Attribute | None:
@@ -1033,7 +1048,7 @@ class Interpreter:
                        frozenset(frame.freq_params), inert, tuple(frame.int_casts), tuple(frame.dtype_casts),
                        tuple(frame.tensor_casts), tuple(frame.param_casts), frozenset(float32_defaulted(fn)),
                        tuple(dict.fromkeys(frame.container_writes)), tuple(dict.fromkeys(frame.int_buffer_writes)),
-                       frame.made)
+                       frame.made, keyed=frame.return_keys[0] if len(frame.return_keys) == 1 else None)
 
     # ------------------------------------------------------------- statements
     def _block(self, body: list[ast.stmt], frame: Frame) -> None:
@@ -1148,6 +1163,9 @@ class Interpreter:
                 items = self._items_of(stmt.value, frame)
                 if items is not None:
                     frame.return_items.append(items)
+                keyed = _keyed_names(stmt.value)
+                if keyed is not None:
+                    frame.return_keys.append(tuple((key, frame.env.get(name, UNKNOWN)) for key, name in keyed))
         elif isinstance(stmt, ast.If):
             self._eval(stmt.test, frame)
             dispatched = _number_dispatch(stmt.test)
@@ -1188,6 +1206,9 @@ class Interpreter:
                 else:
                     self._bind(stmt.target, first if first is not None else it.evolve(roles=it.roles - {Role.ARANGE}),
                                None, frame)
+                keyed = self._keyed_loop(stmt, frame)
+                if keyed is not None:
+                    frame.keyed_loops[keyed[0]] = (keyed[1], keyed[2])
             self._branch(frame, [stmt.body, None])
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
             pushed = 0
@@ -2568,10 +2589,23 @@ class Interpreter:
         value = self._eval(value_node, frame) if value_node is not None else UNKNOWN
         name = string_value(name_node) if name_node is not None else None
         persistent = not (persistent_node is not None and bool_literal(persistent_node) is False)
+        looped = frame.keyed_loops.get(name_node.id) if isinstance(name_node, ast.Name) else None
+        if name is None and frame.cls is not None and looped is not None and isinstance(value_node, ast.Name) \
+                and value_node.id == looped[0]:
+            # ``for name, t in self._make_buffers().items(): self.register_buffer(name, t)``: each key a buffer.
+            for key, held in looped[1]:
+                self._register_named(node, key, held, value_node, persistent, frame)
+            return UNKNOWN
         if name is None and frame.cls is not None and isinstance(name_node, ast.Name):
             frame.cls.dynamic_buffer = frame.cls.dynamic_buffer or (node, persistent, frame.scope)
         if name is None or frame.cls is None:
             return UNKNOWN
+        self._register_named(node, name, value, value_node, persistent, frame)
+        return UNKNOWN
+
+    def _register_named(self, node: ast.Call, name: str, value: Val, value_node: ast.expr | None, persistent: bool,
+                        frame: Frame) -> None:
+        assert frame.cls is not None
         frame.cls.writes.setdefault(name, set()).add(frame.scope.symbol)
         named = self._state_roles(name)
         if not value.roles or (value.roles == {Role.SCALAR} and not isinstance(value_node, ast.Constant)) \
@@ -2582,7 +2616,19 @@ class Interpreter:
         ref = StateRef(name, StateKind.BUFFER, node, persistent)
         frame.cls.state[name] = StateEntry(ref, value)
         self._registered(node, ref, value, frame)
-        return UNKNOWN
+
+    def _keyed_loop(self, loop: ast.For | ast.AsyncFor, frame: Frame) -> tuple[str, str, tuple[tuple[str, Val], ...]] | None:
+        """``for name, t in self._make_buffers().items()`` where that method returns a dict with string keys:
+        (key name, value name, what each key holds)."""
+        it, target = loop.iter, loop.target
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr == "items"
+                and not it.args and isinstance(it.func.value, ast.Call) and isinstance(target, ast.Tuple)
+                and len(target.elts) == 2 and all(isinstance(e, ast.Name) for e in target.elts)):
+            return None
+        summary = self._callee_summary(it.func.value, frame)
+        if summary is None or summary.keyed is None:
+            return None
+        return target.elts[0].id, target.elts[1].id, summary.keyed  # type: ignore[attr-defined]
 
     def _trig_loop_names(self, loop: ast.For | ast.AsyncFor) -> list[str]:
         """Loop targets that take cos and sin themselves: ``for fn in (torch.cos, torch.sin)`` and
