@@ -7249,3 +7249,49 @@ def test_buffers_registered_in_a_loop_over_a_returned_dict_are_module_state(tmp_
     assert (cos.double() - ref).abs().max().item() < 8e-3
     cos_original, _ = original(x, positions)
     assert (cos_original.double() - ref).abs().max().item() > 0.1
+
+
+_CONCATENATED_CACHE = '''\
+import torch
+from torch import nn
+
+
+class Rotary(nn.Module):
+    def __init__(self, dim=64, max_positions=16384, base=10000.0):
+        super().__init__()
+        self.dim, self.max_positions, self.base = dim, max_positions, base
+        self.cos_sin_cache = None
+
+    def _build(self, dtype, device):
+        inv_freq = (1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float) / self.dim))).to(
+            device=device, dtype=dtype)
+        t = torch.arange(self.max_positions, device=device, dtype=dtype)
+        freqs = torch.einsum("i,j -> ij", t, inv_freq)
+        cos = freqs.cos()
+        sin = freqs.sin()
+        self.cos_sin_cache = torch.cat((cos, sin), dim=-1)
+
+    def forward(self, positions, query):
+        if self.cos_sin_cache is None or self.cos_sin_cache.dtype != query.dtype:
+            self._build(query.dtype, query.device)
+        return torch.index_select(self.cos_sin_cache, 0, positions).chunk(2, dim=-1)
+'''
+
+
+def test_a_concatenated_cache_built_in_the_callers_dtype_is_stored_in_it(tmp_path):
+    """Round 50 (vLLM's lazy `cos_sin_cache`): frequencies and positions built in the query's dtype, then
+    `self.cos_sin_cache = torch.cat((cos, sin), dim=-1)` of tables taken on earlier lines. Building them in float32
+    is safe when the stored cache is cast back to that dtype (`torch.cat(...).to(dtype)`): the cache still matches
+    the queries' dtype (so the rebuild check holds) and its values are bfloat16 roundings of exact tables."""
+    torch = pytest.importorskip("torch")
+    assert _found(_CONCATENATED_CACHE) == {(12, "RPL006"): "safe", (14, "RPL005"): "safe"}
+    fixed = _fixed(_CONCATENATED_CACHE)
+    assert "self.cos_sin_cache = torch.cat((cos, sin), dim=-1).to(dtype)" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    positions = torch.tensor([8193, 12001])
+    query = torch.zeros(1, dtype=torch.bfloat16)
+    ref = (positions.double()[:, None] * (1.0 / 10000.0 ** (torch.arange(0, 64, 2).double() / 64))).cos()
+    cos, _ = _module_from(fixed, tmp_path, "cat_fixed").Rotary()(positions, query)
+    assert cos.dtype == torch.bfloat16 and (cos.double() - ref).abs().max().item() < 8e-3
+    cos_original, _ = _module_from(_CONCATENATED_CACHE, tmp_path, "cat_original").Rotary()(positions, query)
+    assert (cos_original.double() - ref).abs().max().item() > 0.1

@@ -457,15 +457,24 @@ def _stored_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, 
     for node in ast.walk(fn):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Attribute) \
                 and isinstance(node.targets[0].value, ast.Name) and node.targets[0].value.id == "self" \
-                and is_trig_call(node.value):
+                and _stored_table(fn, node.value):
             text = ctx.code(node.value)
             edits.append(Replace(node.value, f"{text}.to({dtype})"))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer" \
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == "self" and len(node.args) >= 2 \
-                and is_trig_call(node.args[1]):
+                and _stored_table(fn, node.args[1]):
             # ``self.register_buffer("cos_cached", emb.cos(), persistent=False)``: stored the same way.
             edits.append(Replace(node.args[1], f"{ctx.code(node.args[1])}.to({dtype})"))
     return tuple(edits)
+
+
+def _stored_table(fn: ast.AST, value: ast.expr) -> bool:
+    """``emb.cos()``, or ``torch.cat((cos, sin), dim=-1)`` of tables taken earlier (vLLM's ``cos_sin_cache``)."""
+    if is_trig_call(value):
+        return True
+    return isinstance(value, ast.Call) and (dotted(value.func) or [""])[-1] in ("cat", "concat", "stack") \
+        and bool(value.args) and isinstance(value.args[0], (ast.Tuple, ast.List)) and bool(value.args[0].elts) \
+        and all(table_valued(fn, el) for el in value.args[0].elts)
 
 
 def _packed_casts(ctx: RuleContext, scope: Scope, dtype: str) -> tuple[Replace, ...]:
