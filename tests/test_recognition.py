@@ -7295,3 +7295,41 @@ def test_a_concatenated_cache_built_in_the_callers_dtype_is_stored_in_it(tmp_pat
     assert cos.dtype == torch.bfloat16 and (cos.double() - ref).abs().max().item() < 8e-3
     cos_original, _ = _module_from(_CONCATENATED_CACHE, tmp_path, "cat_original").Rotary()(positions, query)
     assert (cos_original.double() - ref).abs().max().item() > 0.1
+
+
+_DYNAMIC_REBUILD = '''\
+import torch
+from torch import nn
+
+
+class Rotary(nn.Module):
+    def __init__(self, dim=64, max_positions=2048, base=10000.0):
+        super().__init__()
+        self.dim, self.base, self.max_positions = dim, base, max_positions
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x, seq_len):
+        if seq_len > self.max_positions:
+            base = self.base * (seq_len / self.max_positions) ** (self.dim / (self.dim - 2))
+            inv_freq = 1.0 / (base ** (torch.arange(0, self.dim, 2, device=x.device, dtype=x.dtype) / self.dim))
+            self.register_buffer("inv_freq", inv_freq, persistent=False)
+        t = torch.arange(seq_len, device=x.device, dtype=torch.float32)
+        freqs = t[:, None] * self.inv_freq.float()[None, :]
+        return freqs.cos().to(x.dtype), freqs.sin().to(x.dtype)
+'''
+
+
+def test_state_rebuilt_in_the_activations_dtype_is_restored_in_the_dtype_construction_gives_it():
+    """Round 50 (Falcon's dynamic NTK): `inv_freq` rebuilt with `dtype=x.dtype` past the trained length and
+    re-registered under the name `__init__` registers in float32. Building it in float32 is safe: the buffer gets
+    the dtype the module's own construction gives it, so nothing that reads it can depend on the 16-bit one."""
+    found = _found(_DYNAMIC_REBUILD)
+    assert found[(15, "RPL006")] == "safe"
+    fixed = _fixed(_DYNAMIC_REBUILD)
+    assert "dtype=torch.float32) / self.dim))" in fixed and _found(fixed) == {} and _fixed(fixed) == fixed
+    # Registered in bfloat16 by __init__ as well: nothing says float32 is what the state holds, so unsafe.
+    in_init_too = _DYNAMIC_REBUILD.replace('self.register_buffer("inv_freq", inv_freq, persistent=False)\n\n',
+                                           'self.register_buffer("inv_freq", inv_freq.bfloat16(), persistent=False)'
+                                           '\n\n', 1)
+    assert in_init_too != _DYNAMIC_REBUILD and _found(in_init_too)[(15, "RPL006")] == "unsafe"

@@ -502,6 +502,7 @@ def _unsafe_because(ctx: RuleContext, site: ast.Call, dtype: ast.AST | None, sco
     if not consumers:
         if _widened_downstream(ctx, site, scope) or _only_fed_to_full_helpers(ctx, site, scope) \
                 or _kept_in_self_read_widened(ctx, site, scope) or _kept_in_self_for_float32_phases(ctx, site, scope) \
+                or _restored_as_float32_state(ctx, site, scope) \
                 or (not (isinstance(dtype, ast.Name) and dtype.id in scope.params)  # else: passed float32 at the call
                     and _returned_to_a_widening_caller(ctx, site, scope)):
             return ""
@@ -696,6 +697,23 @@ def _until_rebound(fn: ast.AST, stmt: ast.stmt, name: str, loads: list[ast.Name]
         return loads
     end = (rebound.end_lineno, rebound.end_col_offset)
     return [n for n in loads if (n.lineno, n.col_offset) <= end]
+
+
+def _restored_as_float32_state(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
+    """``inv_freq = 1.0 / (base ** arange(..., dtype=dtype) ...)`` then ``self.register_buffer("inv_freq", inv_freq)``
+    (Falcon's dynamic NTK rebuild), where the class registers that state elsewhere in float32 (its ``__init__``): in
+    float32 the rebuilt state has the dtype the module's own construction gives it."""
+    stmt = ctx.model.statement_of.get(id(site))
+    fn = scope.node
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+            and any(n is site for n in ast.walk(stmt.value)) and fn is not None):
+        return False
+    local = stmt.targets[0].id
+    stored = {r.ref.name for r in ctx.model.registrations if r.scope.symbol == scope.symbol
+              and isinstance(r.node, ast.Call) and len(r.node.args) >= 2 and isinstance(r.node.args[1], ast.Name)
+              and r.node.args[1].id == local}
+    return bool(stored) and all(any(r.ref.name == name and r.scope.symbol != scope.symbol and r.value.dtype is Dt.FULL
+                                    for r in ctx.model.registrations) for name in stored)
 
 
 def _kept_in_self_read_widened(ctx: RuleContext, site: ast.Call, scope: Scope) -> bool:
