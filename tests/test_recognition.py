@@ -7333,3 +7333,35 @@ def test_state_rebuilt_in_the_activations_dtype_is_restored_in_the_dtype_constru
                                            'self.register_buffer("inv_freq", inv_freq.bfloat16(), persistent=False)'
                                            '\n\n', 1)
     assert in_init_too != _DYNAMIC_REBUILD and _found(in_init_too)[(15, "RPL006")] == "unsafe"
+
+
+_HANDED_TO_OWN_FORWARD = '''\
+import torch
+from torch import nn
+
+
+class Rotary(nn.Module):
+    def __init__(self, dim=64, theta=10000.0, interpolate_factor=2.0):
+        super().__init__()
+        self.dim, self.theta, self.interpolate_factor = dim, theta, interpolate_factor
+
+    def positions_to_freqs(self, pos, dtype):
+        return self.forward(pos.type(dtype) / self.interpolate_factor)
+
+    def forward(self, t):
+        freqs = 1.0 / (self.theta ** (torch.arange(0, self.dim, 2, device=t.device).float() / self.dim))
+        return t.float()[..., None] * freqs
+'''
+
+
+def test_positions_cast_straight_into_the_classes_own_phase_method_are_safe_to_make_float32():
+    """Round 50 (lucidrains' `positions_to_freqs`): `self.forward(pos.type(dtype) / factor)` hands the cast
+    positions, scaled by a number, straight to the class's own method whose parameter only enters its phase: the
+    float32 cast is safe (it was unsafe as "values leaving the function"). Handed to a method that also returns
+    them, it stays unsafe."""
+    assert _found(_HANDED_TO_OWN_FORWARD) == {(11, "RPL005"): "safe"}
+    fixed = _fixed(_HANDED_TO_OWN_FORWARD)
+    assert "self.forward(pos.float() / self.interpolate_factor)" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    leaking = _HANDED_TO_OWN_FORWARD.replace("return t.float()[..., None] * freqs", "return t, t.float()[..., None] * freqs")
+    assert _found(leaking) == {(11, "RPL005"): "unsafe"}

@@ -849,6 +849,8 @@ def _only_fed_to_full_helpers(ctx: RuleContext, site: ast.Call, scope: Scope) ->
         site = owner.value  # ``pos = <site> + offset``, ``<site> / factor``: the result is what the name holds
     found = assigned_name(ctx, site)
     fn = scope.node
+    if found is None and fn is not None:
+        return _handed_straight_to_a_phase(ctx, site, scope, fn)
     if found is None or fn is None:
         return False
     stmt, name = found
@@ -881,6 +883,21 @@ def _only_fed_to_full_helpers(ctx: RuleContext, site: ast.Call, scope: Scope) ->
     return fed and only_read_by(ctx, site, fn, allowed)
 
 
+def _handed_straight_to_a_phase(ctx: RuleContext, site: ast.AST, scope: Scope, fn: ast.AST) -> bool:
+    """``return self.forward(pos.type(dtype) / self.interpolate_factor)``: the values (scaled by a number at most)
+    are an argument of a same-file callee whose parameter there only enters its phase."""
+    for call in ast.walk(fn):
+        if not isinstance(call, ast.Call) or not call.args:
+            continue
+        for i, arg in enumerate(call.args):
+            scaled = isinstance(arg, ast.BinOp) and isinstance(arg.op, (ast.Mult, ast.Div)) and arg.left is site \
+                and not any(isinstance(n, ast.Call) for n in ast.walk(arg.right))
+            if arg is site or scaled:
+                slots = _phase_slots(ctx, call, scope)
+                return slots is not None and i < len(slots) and bool(slots[i])
+    return False
+
+
 def _phase_slots(ctx: RuleContext, call: ast.Call, scope: Scope) -> tuple[str, ...] | None:
     """The parameters of a same-file callee used only as phase positions: ``apply_rope(...)``, or
     ``self.rotary_emb(...)`` where ``__init__`` built ``self.rotary_emb`` from a class of this file."""
@@ -893,6 +910,11 @@ def _phase_slots(ctx: RuleContext, call: ast.Call, scope: Scope) -> tuple[str, .
                        if func.attr in c.vmapped), None) if info is not None else None
         if isinstance(mapped, ast.Name):  # ``self._batched = vmap(vmap(_angles))`` runs ``_angles``
             return ctx.model.phase_position_params.get(mapped.id)
+        own = next((ctx.model.phase_position_params[f"{c.name}.{func.attr}"]
+                    for c in in_file_mro(ctx.model.classes, info)
+                    if f"{c.name}.{func.attr}" in ctx.model.phase_position_params), None) if info is not None else None
+        if own is not None:  # ``self.forward(positions / factor)``: the class's own method
+            return own
         held = held_class(ctx.model.classes, info, func.attr) if info is not None else None
         if held is not None:
             for cls in in_file_mro(ctx.model.classes, held):
