@@ -16,14 +16,15 @@ class LowPrecisionPositions(Rule):
     code = "RPL005"
 
     def check(self, ctx: RuleContext) -> None:
-        uses = [(p.positions, p.node, p.scope, "the phase") for p in ctx.model.products]
-        uses += [(h.arg, h.call, h.scope, f"`{h.callee}`, which forms the phase") for h in ctx.model.helper_positions]
+        uses = [(p.positions, p.node, p.scope, "the phase at line") for p in ctx.model.products]
+        uses += [(h.arg, h.call, h.scope, f"`{h.callee}`, which forms the phase from them, called at line")
+                 for h in ctx.model.helper_positions]
         helper_calls = {id(h.call) for h in ctx.model.helper_positions}
         for pos, used_at, scope, what in uses:
             if not pos.dtype.can_be_16bit:
                 continue
             for site in pos.sites:
-                message = (f"positions get a dtype that can be 16-bit here and reach {what} at line "
+                message = (f"positions get a dtype that can be 16-bit here and reach {what} "
                            f"{ctx.line_of(used_at)}: bfloat16 cannot tell 256 from 257 (8184..8195 all become 8192)")
                 # Counted where the phase is formed: float32 positions for it; counted elsewhere (a model's helper
                 # returning ids): int64 ids, as every other caller of that helper expects them.
@@ -55,7 +56,7 @@ class LowPrecisionPositions(Rule):
                 reported.add(id(read.node))
                 ctx.report(self.code, read.node,
                            f"positions read from the {read.ref.describe()} `self.{read.ref.name}`, which "
-                           f"`module.bfloat16()`/`.half()` round, reach {what} at line {ctx.line_of(used_at)}; "
+                           f"`module.bfloat16()`/`.half()` round, reach {what} {ctx.line_of(used_at)}; "
                            f"`.float()` at use restores nothing: bfloat16 cannot tell 256 from 257", scope,
                            keep_fix(ctx, read.ref, "positions")[0])
         for counted in ctx.model.counted_ids:
