@@ -7365,3 +7365,55 @@ def test_positions_cast_straight_into_the_classes_own_phase_method_are_safe_to_m
     assert _found(fixed) == {} and _fixed(fixed) == fixed
     leaking = _HANDED_TO_OWN_FORWARD.replace("return t.float()[..., None] * freqs", "return t, t.float()[..., None] * freqs")
     assert _found(leaking) == {(11, "RPL005"): "unsafe"}
+
+
+_PHASE_HANDED_ON = '''\
+import torch
+from torch import nn
+
+
+class RotaryEmbedding(nn.Module):
+    def __init__(self, dim=64, base=10000.0):
+        super().__init__()
+        self.inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+
+    def forward(self, max_seq_len, dtype=torch.float32):
+        inv_freq = self.inv_freq.to(dtype)
+        seq = torch.arange(max_seq_len, device=inv_freq.device, dtype=dtype)
+        freqs = torch.outer(seq, inv_freq)
+        return torch.cat((freqs, freqs), dim=-1)[:, None, None, :]
+
+
+def _rotate_half(x):
+    x1, x2 = torch.chunk(x, 2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary_pos_emb(t, freqs):
+    cos_ = torch.cos(freqs).to(t.dtype)
+    sin_ = torch.sin(freqs).to(t.dtype)
+    return (t * cos_) + (_rotate_half(t) * sin_)
+
+
+class SelfAttention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rotary_pos_emb = RotaryEmbedding()
+
+    def forward(self, q, k):
+        rotary = self.rotary_pos_emb(q.shape[0], dtype=q.dtype)
+        return apply_rotary_pos_emb(q, rotary), apply_rotary_pos_emb(k, rotary)
+'''
+
+
+def test_a_phase_built_in_the_callers_dtype_and_handed_to_a_casting_helper_is_safe_to_make_float32():
+    """Round 51 (Megatron's `Float16Module` path): the rotary builds frequencies and positions in the `dtype` its
+    caller passes and returns the phase; the caller hands it to `apply_rotary_pos_emb`, which casts both tables to
+    the queries' dtype. A float32 phase changes no dtype that leaves the helper, so both fixes are safe; with a
+    helper that returns its tables uncast they stay unsafe."""
+    assert _found(_PHASE_HANDED_ON) == {(11, "RPL006"): "safe", (12, "RPL005"): "safe"}
+    fixed = _fixed(_PHASE_HANDED_ON)
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    uncast = _PHASE_HANDED_ON.replace("torch.cos(freqs).to(t.dtype)", "torch.cos(freqs)").replace(
+        "torch.sin(freqs).to(t.dtype)", "torch.sin(freqs)")
+    assert set(_found(uncast).values()) == {"unsafe"}

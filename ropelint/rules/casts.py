@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 
 from ..diagnostics import FixPlan, Replace
-from ..model.events import Scope, TrigInHelper
+from ..model.events import Scope, Trig, TrigInHelper
 from ..model.interpreter import (
     ACTIVATION_PARAMS,
     SCALAR_PARAMS,
@@ -578,7 +578,7 @@ def dtype_change(ctx: RuleContext, products: list, scope: Scope, caller: str | N
         return ""
     cast_in = {c.scope.symbol for c in ctx.model.casts
                if (c.receiver.has(Role.TABLE) or c.receiver.has(Role.COMPLEX)) and c.target.dtype is not Dt.FULL}
-    if reaching and not leaving and all(t.scope.symbol in cast_in for t in reaching):
+    if reaching and not leaving and all(_trig_home(t) in cast_in for t in reaching):
         return ""
     if reaching and not leaving and all(_tables_returned_float32(ctx, t.scope.symbol) for t in reaching):
         return ""  # ``freqs.cos().repeat_interleave(2, dim=1).float()``: float32 tables whatever the inputs' dtype
@@ -589,6 +589,12 @@ def dtype_change(ctx: RuleContext, products: list, scope: Scope, caller: str | N
         return (f"`{rotating}` is multiplied by the tables in this function and would come out float32, "
                 f"meeting 16-bit tensors in the attention")
     return ""
+
+
+def _trig_home(trig: Trig | TrigInHelper) -> str:
+    """Where the cos/sin is taken: the helper a phase is handed to (``apply_rotary_pos_emb(q, freqs)``), or the
+    function itself."""
+    return trig.callee if isinstance(trig, TrigInHelper) else trig.scope.symbol
 
 
 def _tables_returned_float32(ctx: RuleContext, symbol: str) -> bool:
