@@ -34,6 +34,8 @@ CLASS_PRUNE_MIN_LINES = 120
 _KEEP_METHODS = {"_apply", "dtype"}  # ``dtype``: a property that tables are cast to
 # ``self.scale ** power``: module state raised to a power (an xPos scale, whose rounding the power multiplies).
 _STATE_POWER = re.compile(r"self\.\w+\s*\*\*")
+# ``torch.sin(self.sinusoid_inp[...])``: cos/sin of state a rotary name calls its own (GPT-J's table in numpy).
+_ROTARY_STATE = re.compile(r"self\.\w*(?:rotary|rope|freq|sinusoid|angle|phase|timescale)", re.IGNORECASE)
 
 
 _FILE_WORDS_BYTES = tuple(word.encode() for word in _FILE_WORDS)
@@ -53,7 +55,8 @@ _CODE_WORDS = {
     word: re.compile(rf"(?:[=(\[,*+/-]\s*|^\s*){prefix}{word}\b|{start}{word}\s*(?:[=\[(),:*+/-]|\.\w)",
                      re.MULTILINE)
     for word, prefix, start in (("phase", r"\w*", r"(?:\b|_)"), ("theta", "", r"\b"), ("omega", r"\w*", r"(?:\b|_)"),
-                                ("angles", r"\w*", r"(?:\b|_)"))
+                                ("angles", r"\w*", r"(?:\b|_)"), ("timescale", r"\w*", r"(?:\b|_)"),
+                                ("timescales", r"\w*", r"(?:\b|_)"))
 }
 
 
@@ -229,7 +232,8 @@ def _class_parts(lines: list[str], kept_functions: list[str] = ()) -> list[tuple
         # methods (``self._precompute_freqs_cis()``), so the vocabulary alone keeps it.
         if name.group(1) in _KEEP_METHODS or (_rotary_vocabulary(text) and "return" in text) \
                 or any(call in text for call in kept_functions) or _interesting(text, head, stop - start, method=True) \
-                or ("**" in text and _STATE_POWER.search(text) is not None):
+                or ("**" in text and _STATE_POWER.search(text) is not None) \
+                or (_ROTARY_STATE.search(text) is not None and any(token in text for token in _TRIG_LITERALS)):
             kept.append((start, stop))
             any_method = any_method or name.group(1) not in _KEEP_METHODS
             if _takes_dtype(text) or _returns_cast_tables(text):

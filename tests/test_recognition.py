@@ -7417,3 +7417,106 @@ def test_a_phase_built_in_the_callers_dtype_and_handed_to_a_casting_helper_is_sa
     uncast = _PHASE_HANDED_ON.replace("torch.cos(freqs).to(t.dtype)", "torch.cos(freqs)").replace(
         "torch.sin(freqs).to(t.dtype)", "torch.sin(freqs)")
     assert set(_found(uncast).values()) == {"unsafe"}
+
+
+_NUMPY_BUILT = '''\
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def inv_timescales_np(n, min_timescale=1.0, max_timescale=1.0e4):
+    log_timescale_increment = math.log(max_timescale / min_timescale) / max(n - 1, 1)
+    return min_timescale * np.exp(np.arange(n, dtype=np.float64) * -log_timescale_increment)
+
+
+class TimingSignal(nn.Module):
+    def __init__(self, dim=64):
+        super().__init__()
+        self.register_buffer("inv_timescales", torch.tensor(inv_timescales_np(dim // 2), dtype=torch.float32))
+
+    def forward(self, position):
+        scaled_time = position.float()[..., None] * self.inv_timescales
+        return torch.sin(scaled_time), torch.cos(scaled_time)
+
+
+class AngleTable(nn.Module):
+    def __init__(self, dim=64, theta=10000.0, max_seq_len=8192):
+        super().__init__()
+        freqs = 1.0 / (theta ** (np.arange(0, dim, 2)[: dim // 2].astype(np.float64) / dim))
+        angles = np.einsum("i,j->ij", np.arange(max_seq_len, dtype=np.float64), freqs)
+        self.register_buffer("cached_freqs", torch.from_numpy(angles).float(), persistent=False)
+
+    def forward(self, positions):
+        freqs = self.cached_freqs[positions]
+        return freqs.cos(), freqs.sin()
+
+
+def make_timescale(head_dim, max_wavelength=10000.0):
+    return max_wavelength ** (2 * np.arange(0, head_dim // 2) / head_dim)
+
+
+def apply_rope(inputs, positions, timescale):
+    sinusoid = positions[..., None] / timescale[None, :]
+    return torch.sin(sinusoid).to(inputs.dtype), torch.cos(sinusoid).to(inputs.dtype)
+
+
+class Wavelengths(nn.Module):
+    def __init__(self, head_dim=64):
+        super().__init__()
+        self.register_buffer("timescale", torch.tensor(make_timescale(head_dim)), persistent=False)
+
+    def forward(self, x, positions):
+        return apply_rope(x, positions, self.timescale)
+'''
+
+
+def test_frequencies_and_phases_built_in_numpy_are_module_state_like_any_other():
+    """Round 51 (JAX and numpy ports): Lingvo's `np.exp(np.arange(n) * -log_timescale_increment)` is a frequency
+    ramp under any name (`inv_timescales`), `np.einsum("i,j->ij", t, freqs)` of numpy frequencies (after
+    `.astype(np.float64)`) is a phase, and Gemma's JAX `positions / timescale` divides by wavelengths handed in as
+    `timescale`: stored as buffers, module casts round all three (RPL002, RPL009, RPL002). Safe fixes keep them as
+    built, and the fixed file has nothing left to report."""
+    assert _found(_NUMPY_BUILT) == {(19, "RPL002"): "safe", (28, "RPL009"): "safe", (50, "RPL002"): "safe"}
+    fixed = _fixed(_NUMPY_BUILT)
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+
+
+_NUMPY_ROWS_IN_A_DTYPE = '''\
+import numpy as np
+import torch
+from torch import nn
+
+
+class Rotary(nn.Module):
+    def __init__(self, dim=64, base=10000.0, n_positions=4096):
+        super().__init__()
+        self._theta = [1.0 / (base ** (i / dim)) for i in range(0, dim, 2)]
+        inv_freq = 1.0 / (base ** (np.arange(0, dim, 2) / dim))
+        self.sinusoid_inp = np.einsum("i , j -> i j", np.arange(n_positions), inv_freq)
+
+    def get_sin_cos(self, position_ids, like):
+        rows = self.sinusoid_inp[position_ids.cpu().numpy()]
+        sinusoid_inp = torch.as_tensor(rows, dtype=like.dtype, device=like.device)
+        return torch.sin(sinusoid_inp), torch.cos(sinusoid_inp)
+
+    def cache(self, seq_len, dtype, device):
+        theta = torch.tensor(self._theta, dtype=dtype, device=device)
+        idx_theta = torch.outer(torch.arange(seq_len, dtype=torch.float, device=device), theta).float()
+        return torch.stack([torch.cos(idx_theta), torch.sin(idx_theta)], dim=-1)
+'''
+
+
+def test_numpy_phase_rows_and_python_frequency_lists_made_tensors_in_a_16_bit_dtype():
+    """Round 51: GPT-J's numpy phase rows made a tensor in the activations' dtype before sin/cos
+    (`torch.as_tensor(rows, dtype=like.dtype)`, RPL007: the fix makes them float32 and casts the tables), and
+    ChatGLM's Python list of frequencies made a tensor in a `dtype` the caller passes (RPL006, safe: the phase is
+    widened before cos/sin)."""
+    assert _found(_NUMPY_ROWS_IN_A_DTYPE) == {(15, "RPL007"): "safe", (19, "RPL006"): "safe"}
+    fixed = _fixed(_NUMPY_ROWS_IN_A_DTYPE)
+    assert "torch.as_tensor(rows, dtype=torch.float32, device=like.device)" in fixed
+    assert "return torch.sin(sinusoid_inp).to(like.dtype), torch.cos(sinusoid_inp).to(like.dtype)" in fixed
+    assert "torch.tensor(self._theta, dtype=torch.float32, device=device)" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed

@@ -88,7 +88,7 @@ SCALAR_PARAMS = re.compile(
 )
 # Plural lengths and offsets are tensors (``cu_seqlens``, ``lengths``, ``seqlen_offsets``), not the scalar a
 # ``seq_len`` is.
-TENSOR_PARAMS = re.compile(r"^cu_|(?:seqlens|lengths|lens|offsets)$")
+TENSOR_PARAMS = re.compile(r"^cu_|(?:seqlens|lengths|lens|offsets|timescales?)$")  # (JAX ports' wavelengths)
 POSITION_ARGS = re.compile(r"seq|len|max|pos|end|ctx|cache|length|tokens|time|frame|^[thwTHWn]$|size|shape")
 EXPONENT_ARGS = re.compile(r"dim|half|rot|n_elem|head|feat|channels|//\s*2\b")
 SHAPE_METHODS = {
@@ -976,7 +976,10 @@ class Interpreter:
         """What a name says when nothing else is known."""
         low = name.lower()
         if "inv_freq" in low or low in ("freqs", "inv_freqs", "freq", "frequencies", "theta", "bands", "periods") \
-                or low.endswith("_harmonics"):  # ``lon_harmonics``: integer multiples of a base angle, per channel
+                or low.endswith("_harmonics") \
+                or low.removeprefix("inv_") in ("timescale", "timescales"):
+            # ``lon_harmonics``: integer multiples of a base angle, per channel; ``timescale``: the wavelengths of JAX
+            # ports (Gemma's ``positions / timescale``), inverse frequencies inverted.
             return Val(frozenset({Role.INV_FREQ}))
         if TABLE_NAMES.match(low):
             return Val(frozenset({Role.TABLE}))
@@ -2773,6 +2776,11 @@ class Interpreter:
         if tail in ("outer", "ger") and len(vals) >= 2 and not numpy:
             return self._product_or_arith(node, "outer", vals[0], vals[1], frame, pos[:2]) \
                 or _scaled_positions(vals[0], vals[1]) or UNKNOWN
+        if tail == "einsum" and numpy and len(vals) == 3 and string_value(pos[0]) is not None \
+                and not _einsum_sums(string_value(pos[0]) or "") \
+                and any(_is_freq(f) and _is_positions(p, loose=True) for f, p in (vals[1:3], vals[2:0:-1])):
+            # ``np.einsum("i,j->ij", t, freqs)``: numpy's outer product, float64 like ``np.outer``.
+            return Val(frozenset({Role.PHASE}), Dt.FULL)
         if tail in ("outer", "multiply") and numpy and len(vals) >= 2 \
                 and any(_is_freq(f) and _is_positions(p, loose=True) for f, p in (vals[:2], vals[1::-1])):
             # ``np.outer(t, inv_freq)``: a phase in float64 (numpy has no autocast), so no product to rewrite;
@@ -2861,9 +2869,13 @@ class Interpreter:
                 self.model.casts.append(Cast(node, "as_tensor", inner, dt, kw["dtype"], frame.scope))
             elif dt is not None and dt.has(Role.DTYPE) and dt.dtype.can_be_16bit \
                     and inner.roles & {Role.INV_FREQ, Role.PHASE} and not inner.has(Role.TABLE) \
-                    and (dt.dtype is Dt.LOW or self._activation_dtype(kw["dtype"], frame)):
-                # ``torch.tensor(freq_list, dtype=q.dtype)``: frequencies (or a phase) made in the activations' dtype
-                # (not ``dtype=freqs.dtype``, Llama 3.1's ``apply_scaling`` keeping its input's dtype).
+                    and (dt.dtype is Dt.LOW or self._activation_dtype(kw["dtype"], frame)
+                         or (inner.has(Role.PHASE) and dt.dtype is Dt.RUNTIME)
+                         or (isinstance(kw["dtype"], ast.Name) and kw["dtype"].id in frame.scope.params
+                             and getattr(frame.scope.node, "name", None) != "__init__")):
+                # ``torch.tensor(freq_list, dtype=q.dtype)``: frequencies (or a phase) made in the activations' dtype,
+                # or in a ``dtype`` its callers choose (ChatGLM's ``torch.tensor(self._theta, dtype=dtype)``); not
+                # ``dtype=freqs.dtype``, Llama 3.1's ``apply_scaling`` keeping its input's dtype.
                 self.model.casts.append(Cast(node, "as_tensor", inner, dt, kw["dtype"], frame.scope))
             if dt is not None and dt.has(Role.DTYPE):
                 return inner.evolve(dtype=dt.dtype, site=node if dt.dtype.can_be_16bit else None)
@@ -3123,6 +3135,9 @@ class Interpreter:
             target = _dtype_of(vals[0])
             self._cast(node, method, receiver, target, pos[0], frame)
             return self._cast_result(node, receiver, target)
+        if method == "astype" and vals and vals[0].has(Role.DTYPE):
+            # ``np.arange(0, dim, 2).astype(np.float64)``: numpy's cast (no autocast, no module casts reach it).
+            return receiver.evolve(dtype=vals[0].dtype, site=node if vals[0].dtype.can_be_16bit else None)
         if method in ("cos", "sin"):
             return self._trig(node, receiver, frame, False)
         if method in ("outer", "ger") and vals:
@@ -3585,7 +3600,11 @@ class Interpreter:
             # ``exponent = arange(half) * (-math.log(theta) / half)``, then ``exponent.exp()``.
             has_log = any(_LOG_OF_BASE.search(self.spans.text(v))
                           for v in _assigned_values(frame.scope.node, arg_node.id))
-        if arg.has(Role.ARANGE) and arg.scaled and has_log and "timestep" not in frame.scope.symbol.lower():
+        # ``np.exp(np.arange(num_timescales) * -log_timescale_increment)`` (Lingvo's timing signal): an arange the
+        # name calls no channel count, under the log of a base, is the frequency ramp all the same.
+        ramp = (arg.has(Role.ARANGE) and arg.scaled) or (arg.has(Role.POSITIONS) and isinstance(arg_node, ast.BinOp)
+                                                         and "arange(" in self.spans.text(arg_node))
+        if ramp and has_log and "timestep" not in frame.scope.symbol.lower():
             # (A diffusion timestep embedding's frequencies, as its phase (see _product_or_arith), rotate nothing.)
             dt = Dt.RUNTIME if arg.dtype is Dt.INT else arg.dtype
             val = Val(frozenset({Role.INV_FREQ}), dt, site=arg.site if dt.can_be_16bit else None, vector=arg.vector,

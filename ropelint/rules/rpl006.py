@@ -115,7 +115,11 @@ class LowPrecisionInvFreq(Rule):
                 continue
             if not cast.target.dtype.can_be_16bit:
                 continue
-            ctx.report(self.code, cast.node, _CAST_MESSAGE, cast.scope,
+            message = _CAST_MESSAGE
+            if cast.method == "as_tensor" and cast.target_expr is not None:
+                message = (f"inverse frequencies made a tensor in `{ctx.code(cast.target_expr)}`, which can be "
+                           f"16-bit: bfloat16 keeps 8 significant bits, and the phase error grows with the position")
+            ctx.report(self.code, cast.node, message, cast.scope,
                        float32_or_callers_fix(ctx, cast.node, "inverse frequencies", cast.scope))
 
 

@@ -69,7 +69,14 @@ class TrigAfterDowncast(Rule):
 
     @staticmethod
     def _split(ctx: RuleContext, cast: Cast) -> tuple[str, str] | None:
-        """(receiver source, cast tail such as ``.to(q.dtype)``) of ``receiver.to(...)``."""
+        """(receiver source, cast tail such as ``.to(q.dtype)``) of ``receiver.to(...)``; for
+        ``torch.as_tensor(rows, dtype=like.dtype)``, the call made float32 and ``.to(like.dtype)``."""
+        if cast.method == "as_tensor" and isinstance(cast.node, ast.Call) and cast.target_expr is not None:
+            prefix = (dotted(cast.node.func) or [""])[:-1]
+            torch = ".".join(prefix) if prefix else "torch"
+            parts = [ctx.code(a) for a in cast.node.args] + [
+                f"dtype={torch}.float32" if k.value is cast.target_expr else ctx.code(k) for k in cast.node.keywords]
+            return f"{ctx.code(cast.node.func)}({', '.join(parts)})", f".to({ctx.code(cast.target_expr)})"
         if not isinstance(cast.node.func, ast.Attribute):
             return None
         receiver_code = ctx.code(cast.node.func.value)
