@@ -7206,6 +7206,12 @@ def test_frequency_bases_in_a_buffer_handed_to_a_builder_are_rounded_state():
     assert torch.tensor(10000.0).bfloat16().item() == 9984.0
 
 
+def _cos_reference(torch, positions, dim: int = 64, base: float = 10000.0):  # type: ignore[no-untyped-def]
+    """float64 cos of the standard phase at ``positions``, [len(positions), dim // 2]."""
+    inv_freq = 1.0 / base ** (torch.arange(0, dim, 2).double() / dim)
+    return (positions.double()[:, None] * inv_freq).cos()
+
+
 _LOOP_REGISTERED = '''\
 import torch
 from torch import nn
@@ -7245,7 +7251,7 @@ def test_buffers_registered_in_a_loop_over_a_returned_dict_are_module_state(tmp_
     assert original.positions[8193].item() == 8192.0
     rotary = _module_from(fixed, tmp_path, "loop_fixed").Rotary().bfloat16()
     cos, _ = rotary(x, positions)
-    ref = (positions.double()[:, None] * (1.0 / 10000.0 ** (torch.arange(0, 64, 2).double() / 64))).cos()
+    ref = _cos_reference(torch, positions)
     assert (cos.double() - ref).abs().max().item() < 8e-3
     cos_original, _ = original(x, positions)
     assert (cos_original.double() - ref).abs().max().item() > 0.1
@@ -7290,7 +7296,7 @@ def test_a_concatenated_cache_built_in_the_callers_dtype_is_stored_in_it(tmp_pat
     assert _found(fixed) == {} and _fixed(fixed) == fixed
     positions = torch.tensor([8193, 12001])
     query = torch.zeros(1, dtype=torch.bfloat16)
-    ref = (positions.double()[:, None] * (1.0 / 10000.0 ** (torch.arange(0, 64, 2).double() / 64))).cos()
+    ref = _cos_reference(torch, positions)
     cos, _ = _module_from(fixed, tmp_path, "cat_fixed").Rotary()(positions, query)
     assert cos.dtype == torch.bfloat16 and (cos.double() - ref).abs().max().item() < 8e-3
     cos_original, _ = _module_from(_CONCATENATED_CACHE, tmp_path, "cat_original").Rotary()(positions, query)
