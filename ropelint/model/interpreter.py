@@ -2620,7 +2620,8 @@ class Interpreter:
         frame.cls.state[name] = StateEntry(ref, value)
         self._registered(node, ref, value, frame)
 
-    def _keyed_loop(self, loop: ast.For | ast.AsyncFor, frame: Frame) -> tuple[str, str, tuple[tuple[str, Val], ...]] | None:
+    def _keyed_loop(self, loop: ast.For | ast.AsyncFor,
+                    frame: Frame) -> tuple[str, str, tuple[tuple[str, Val], ...]] | None:
         """``for name, t in self._make_buffers().items()`` where that method returns a dict with string keys:
         (key name, value name, what each key holds)."""
         it, target = loop.iter, loop.target
