@@ -571,9 +571,33 @@ def _picked_from(node: ast.expr) -> str | None:
 
 
 def float32_defaulted(fn: FunctionNode) -> set[str]:
-    """Parameters whose default is ``torch.float32`` (or ``torch.float``, ``torch.float64``)."""
-    return {p for p, d in _defaults(fn) if isinstance(d, ast.Attribute) and isinstance(d.value, ast.Name)
-            and d.attr in ("float32", "float", "float64", "double")}
+    """Parameters whose default is ``torch.float32`` (or ``torch.float``, ``torch.float64``), or ``None`` that the
+    function's first statements turn into one (``dtype = torch.float32 if dtype is None else dtype``)."""
+    full = ("float32", "float", "float64", "double")
+
+    def is_full(node: ast.AST | None) -> bool:
+        return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr in full
+
+    found = {p for p, d in _defaults(fn) if is_full(d)}
+    for p in _none_defaulted(fn):
+        for stmt in fn.body[:3]:
+            value = stmt.value if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
+                and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == p else None
+            tested = _none_tested(value) if isinstance(value, ast.IfExp) else None
+            resolved = (tested is not None and tested[0] == p and is_full(tested[1])) \
+                or (isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or) and len(value.values) == 2
+                    and isinstance(value.values[0], ast.Name) and value.values[0].id == p and is_full(value.values[1]))
+            if not resolved and isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1 \
+                    and isinstance(stmt.test, ast.Compare) and isinstance(stmt.test.left, ast.Name) \
+                    and stmt.test.left.id == p and isinstance(stmt.test.ops[0], ast.Is) \
+                    and is_none(stmt.test.comparators[0]) and isinstance(stmt.body[0], ast.Assign):
+                body = stmt.body[0]  # ``if dtype is None: dtype = torch.float32``
+                resolved = len(body.targets) == 1 and isinstance(body.targets[0], ast.Name) \
+                    and body.targets[0].id == p and is_full(body.value)
+            if resolved:
+                found.add(p)
+                break
+    return found
 
 
 def _none_defaulted(fn: FunctionNode) -> set[str]:
@@ -1960,6 +1984,29 @@ class Interpreter:
                 return self._method_summary(owner, func.attr)
         return None
 
+    def _float_or_float32(self, fn: FunctionNode, arg: ast.expr, frame: Frame) -> Val | None:
+        """``def compute_dtype(x): return x.dtype if x.is_floating_point() else torch.float32`` called with ``arg``:
+        float32 for integer ids and positions (what the test picks for them), ``arg``'s dtype otherwise."""
+        params = call_params(fn, False)
+        if len(params) != 1 or len(fn.body) != 1 or not isinstance(fn.body[0], ast.Return) \
+                or not isinstance(fn.body[0].value, ast.IfExp):
+            return None
+        node, p = fn.body[0].value, params[0]
+        test = node.test
+        floating = isinstance(test, ast.Call) and not test.args and isinstance(test.func, ast.Attribute) \
+            and test.func.attr == "is_floating_point" and isinstance(test.func.value, ast.Name) \
+            and test.func.value.id == p
+        own = isinstance(node.body, ast.Attribute) and node.body.attr == "dtype" \
+            and isinstance(node.body.value, ast.Name) and node.body.value.id == p
+        fallback = node.orelse
+        if not (floating and own and isinstance(fallback, ast.Attribute)
+                and fallback.attr in ("float32", "float", "float64", "double")):
+            return None
+        val = self._eval(arg, frame)
+        integer = val.dtype is Dt.INT or (val.dtype is Dt.UNKNOWN and val.has(Role.POSITIONS)) \
+            or (val.param is not None and INT_BY_NAME.match(val.param) is not None)
+        return dtype_val(Dt.FULL) if integer else _dtype_of(val)
+
     def _rewritten(self, node: ast.Call, build: Callable[[], ast.Call]) -> ast.Call:
         """The plain call a wrapped one stands for (``vmap(f)(x)`` -> ``f(x)``), built once per call node so that
         what the analysis records about it stays one node; it keeps the original's position and arguments."""
@@ -2181,6 +2228,18 @@ class Interpreter:
             return self._call(self._rewritten(node, lambda: ast.Call(
                 func=bound.args[0], args=[*bound.args[1:], *node.args],
                 keywords=[*(k for k in bound.keywords if k.arg not in given), *node.keywords])), frame)
+        if isinstance(func, ast.Name) and func.id in self.model.functions and len(pos) == 1 and not kw:
+            chosen = self._float_or_float32(self.model.functions[func.id], pos[0], frame)
+            if chosen is not None:
+                return chosen
+        if isinstance(func, ast.Name) and func.id in frame.scope.params \
+                and isinstance(frame.scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            default = next((d for p, d in _defaults(frame.scope.node) if p == func.id), None)
+            if default is not None and (qualname(default, self.imports) or "").startswith("torch."):
+                # ``def phase_of(positions, inv_freq, fn=torch.outer): return fn(positions, inv_freq)``: what the
+                # default does (a caller passing another function is analysed as calling this one).
+                return self._call(self._rewritten(node, lambda: ast.Call(func=default, args=node.args,
+                                                                         keywords=node.keywords)), frame)
         lam = func if isinstance(func, ast.Lambda) else \
             frame.lambdas.get(func.id) if isinstance(func, ast.Name) else None
         if lam is not None:
@@ -3477,6 +3536,11 @@ class Interpreter:
         dt = target.dtype
         if dt is Dt.UNKNOWN:
             return receiver.evolve(dtype=Dt.UNKNOWN, site=None, earlier_sites=())
+        if dt is Dt.FULL and receiver.dtype.can_be_16bit and receiver.site is not None and receiver.read is None \
+                and (receiver.has(Role.POSITIONS) or receiver.has(Role.ARANGE)) \
+                and not receiver.roles & {Role.INV_FREQ, Role.PHASE, Role.TABLE}:
+            # ``t.to(torch.float32)`` of positions already rounded by a 16-bit-able cast, as ``.float()`` (above).
+            return receiver
         if dt is Dt.FULL:
             return receiver.evolve(dtype=dt, site=None, earlier_sites=())
         earlier = receiver.sites if receiver.dtype.can_be_16bit and dt.can_be_16bit else ()
