@@ -7526,3 +7526,79 @@ def test_numpy_phase_rows_and_python_frequency_lists_made_tensors_in_a_16_bit_dt
     assert "return torch.sin(sinusoid_inp).to(like.dtype), torch.cos(sinusoid_inp).to(like.dtype)" in fixed
     assert "torch.tensor(self._theta, dtype=torch.float32, device=device)" in fixed
     assert _found(fixed) == {} and _fixed(fixed) == fixed
+
+
+_UTILITY_HELPERS = '''\
+from typing import Optional
+
+import torch
+from torch import nn
+
+
+def compute_dtype(x):
+    return x.dtype if x.is_floating_point() else torch.float32
+
+
+def inv_freq_for(dim, base, dtype: Optional[torch.dtype] = None):
+    dtype = torch.float32 if dtype is None else dtype
+    return 1.0 / (base ** (torch.arange(0, dim, 2).to(dtype) / dim))
+
+
+def make_positions(position_ids):
+    return torch.Tensor.to(position_ids, compute_dtype(position_ids))
+
+
+def phase_of(positions, inv_freq, fn=torch.outer):
+    return fn(positions, inv_freq)
+
+
+class Rotary(nn.Module):
+    def __init__(self, dim=64, max_positions=4096, base=10000.0):
+        super().__init__()
+        self.register_buffer("angles", phase_of(torch.arange(max_positions).float(), inv_freq_for(dim, base)),
+                             persistent=False)
+
+    def forward(self, x, position_ids):
+        phase = self.angles[position_ids]
+        return phase.cos().to(x.dtype), phase.sin().to(x.dtype)
+
+    def tables(self, x, position_ids):
+        phase = phase_of(make_positions(position_ids), inv_freq_for(x.shape[-1], 10000.0))
+        return phase.cos().to(x.dtype), phase.sin().to(x.dtype)
+'''
+
+
+def test_helpers_passing_functions_and_choosing_dtypes_are_followed():
+    """Round 52 (rotary utilities as small helpers): `phase_of(p, f, fn=torch.outer)` calls its default, so the
+    angle buffer it builds is a phase a module cast rounds (RPL009); `inv_freq_for(..., dtype=None)` that turns None
+    into float32 first is float32 where the file leaves `dtype` out, and `compute_dtype(position_ids)` (the ids'
+    dtype if floating, else float32) gives float32 for integer ids: neither is reported. Passing bfloat16 to the
+    builder is (RPL006)."""
+    assert _found(_UTILITY_HELPERS) == {(27, "RPL009"): "safe"}
+    fixed = _fixed(_UTILITY_HELPERS)
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+    passed = _UTILITY_HELPERS.replace("inv_freq_for(x.shape[-1], 10000.0)",
+                                      "inv_freq_for(x.shape[-1], 10000.0, torch.bfloat16)")
+    assert (13, "RPL006") in _found(passed)
+
+
+def test_positions_built_in_float16_stay_rounded_through_to_float32():
+    """Round 52: `t = arange(n, dtype=float16)` (imported from torch) then `outer(t.to(float32), inv)`: float16
+    rounds positions above 2048 (2049 -> 2048, measured) and `.to(float32)` restores the dtype, not the digits, as
+    `.float()` does not: RPL005 at the arange, safe."""
+    torch = pytest.importorskip("torch")
+    assert torch.arange(2050, dtype=torch.float16)[2049].item() == 2048.0
+    source = '''\
+        from torch import arange, float16, float32, outer
+
+
+        def tables(seq_len, dim, base):
+            inv = 1.0 / (base ** (arange(0, dim, 2, dtype=float32) / dim))
+            t = arange(seq_len, dtype=float16)
+            ph = outer(t.to(float32), inv)
+            return ph.cos(), ph.sin()
+        '''
+    assert _found(source) == {(6, "RPL005"): "safe"}
+    fixed = _fixed(source)
+    assert "t = arange(seq_len, dtype=torch.float32)" in fixed and "\nimport torch\n" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
