@@ -7602,3 +7602,28 @@ def test_positions_built_in_float16_stay_rounded_through_to_float32():
     fixed = _fixed(source)
     assert "t = arange(seq_len, dtype=torch.float32)" in fixed and "\nimport torch\n" in fixed
     assert _found(fixed) == {} and _fixed(fixed) == fixed
+
+
+def test_a_parameter_named_phase_is_the_phase_a_helper_casts_before_cos_sin():
+    """Round 52: `tables_from_phase(phase, dtype=None)` casts its `phase` with the unbound
+    `torch.Tensor.to(phase, dtype)` to the dtype its caller picks (the activations') before cos/sin: RPL007, whose
+    fix takes cos/sin in float32 and casts the tables."""
+    source = '''\
+        import torch
+
+
+        def tables_from_phase(phase, dtype=None):
+            dtype = dtype if dtype is not None else phase.dtype
+            phase = torch.Tensor.to(phase, dtype)
+            emb = torch.cat((phase, phase), dim=-1)
+            return emb.cos(), emb.sin()
+
+
+        def rotary(x, position_ids):
+            inv_freq = 1.0 / 10000.0 ** (torch.arange(0, 64, 2).float() / 64)
+            return tables_from_phase(position_ids.float()[..., None] * inv_freq, dtype=x.dtype)
+        '''
+    assert _found(source) == {(6, "RPL007"): "safe"}
+    fixed = _fixed(source)
+    assert "emb.cos().to(dtype), emb.sin().to(dtype)" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed

@@ -1007,6 +1007,8 @@ class Interpreter:
             return Val(frozenset({Role.INV_FREQ}))
         if TABLE_NAMES.match(low):
             return Val(frozenset({Role.TABLE}))
+        if low in ("phase", "phases", "angles"):
+            return Val(frozenset({Role.PHASE}))  # ``def tables_from_phase(phase, dtype=None)``: what cos/sin take
         if low.endswith("_cis") or low.startswith("freqs_cis"):
             return Val(frozenset({Role.COMPLEX}), Dt.FULL)  # Meta's ``freqs_cis``: complex rotations
         if ACTIVATION_PARAMS.match(name):

@@ -14,12 +14,13 @@ from ..model.interpreter import (
     is_trig_call,
     same_file_callable,
 )
-from ..model.names import dotted
+from ..model.names import dotted, qualname
 from ..model.values import Dt, Role
 from .base import (
     Rule,
     RuleContext,
     alone_in_block,
+    atom_code,
     assigned_name,
     calls_in_text,
     cast_receiver,
@@ -79,6 +80,10 @@ class TrigAfterDowncast(Rule):
             return f"{ctx.code(cast.node.func)}({', '.join(parts)})", f".to({ctx.code(cast.target_expr)})"
         if not isinstance(cast.node.func, ast.Attribute):
             return None
+        if (qualname(cast.node.func, ctx.imports) or "").startswith("torch.Tensor.") and cast.node.args:
+            # ``torch.Tensor.to(phase, dtype)``: the method called unbound; its first argument is the receiver.
+            rest = [ctx.code(a) for a in cast.node.args[1:]] + [ctx.code(k) for k in cast.node.keywords]
+            return atom_code(ctx, cast.node.args[0], cast.node), f".{cast.node.func.attr}({', '.join(rest)})"
         receiver_code = ctx.code(cast.node.func.value)
         cast_code = ctx.code(cast.node)
         if cast_code.startswith(f"({receiver_code})"):
