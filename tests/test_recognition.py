@@ -7627,3 +7627,28 @@ def test_a_parameter_named_phase_is_the_phase_a_helper_casts_before_cos_sin():
     fixed = _fixed(source)
     assert "emb.cos().to(dtype), emb.sin().to(dtype)" in fixed
     assert _found(fixed) == {} and _fixed(fixed) == fixed
+
+
+def test_positions_cast_unbound_to_a_dtype_the_caller_passes_are_made_float32():
+    """Round 52: `make_positions(position_ids, dtype)` returning `torch.Tensor.to(position_ids, dtype)` (the method
+    called unbound), called with `dtype=x.dtype`: RPL005 at the cast, fixed safely by passing `torch.float32` at the
+    call (the helper's default stays) or, as here where the helper's result only reaches this file's phase, in the
+    helper itself (`torch.Tensor.to(position_ids, torch.float32)`)."""
+    source = '''\
+        import torch
+
+
+        def make_positions(position_ids, dtype=None):
+            dtype = dtype or torch.float32
+            return torch.Tensor.to(position_ids, dtype)
+
+
+        def tables(x, position_ids):
+            inv_freq = 1.0 / 10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float32) / 64)
+            phase = make_positions(position_ids, dtype=x.dtype)[..., None] * inv_freq
+            return phase.cos().to(x.dtype), phase.sin().to(x.dtype)
+        '''
+    assert _found(source) == {(6, "RPL005"): "safe"}
+    fixed = _fixed(source)
+    assert "return torch.Tensor.to(position_ids, torch.float32)" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed

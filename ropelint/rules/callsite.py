@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from ..diagnostics import FixPlan, NodeEdit, Replace
 from ..model.interpreter import call_argument, call_params, float32_defaulted, held_class, in_file_mro, is_trig_call
+from ..model.names import qualname
 from .base import RESHAPES, RuleContext, calls_in_text, is_atom, later_loads
 from .construction import assigned_value
 
@@ -29,6 +30,9 @@ def caller_dtype_fix(ctx: RuleContext, site: ast.AST) -> FixPlan | None:
     if dtype_arg is None and isinstance(site.func, ast.Attribute) and site.func.attr in ("to", "type") \
             and len(site.args) == 1:
         dtype_arg = site.args[0]  # ``return grid.to(dtype)``
+    if dtype_arg is None and isinstance(site.func, ast.Attribute) and site.func.attr in ("to", "type") \
+            and len(site.args) == 2 and (qualname(site.func, ctx.imports) or "").startswith("torch.Tensor."):
+        dtype_arg = site.args[1]  # ``torch.Tensor.to(steps, dtype)``: the method called unbound
     owner = enclosing_function(ctx, site)
     if not isinstance(dtype_arg, ast.Name) or owner is None:
         return None
