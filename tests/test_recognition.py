@@ -7652,3 +7652,36 @@ def test_positions_cast_unbound_to_a_dtype_the_caller_passes_are_made_float32():
     fixed = _fixed(source)
     assert "return torch.Tensor.to(position_ids, torch.float32)" in fixed
     assert _found(fixed) == {} and _fixed(fixed) == fixed
+
+
+def test_frequencies_whose_dtype_only_feeds_this_files_helpers_are_made_float32():
+    """Round 52: `inv_freq = inv_freq_for(dim, base, dtype=x.dtype)` (a public builder whose own default is float32,
+    its cast spelled `torch.Tensor.to(steps, dtype)`), then `make_positions(ids, dtype=inv_freq.dtype)`: the
+    frequencies' dtype only reaches this file's helpers, so making them float32 is safe (RPL006, in the builder
+    here, where its result only reaches this file's phase), and so is the positions' fix."""
+    source = '''\
+        import torch
+
+
+        def inv_freq_for(dim, base, dtype=None):
+            dtype = dtype or torch.float32
+            steps = torch.arange(0, dim, 2, dtype=torch.int64)
+            return 1.0 / (base ** torch.Tensor.to(steps, dtype).div(dim))
+
+
+        def make_positions(position_ids, dtype=None):
+            dtype = dtype or torch.float32
+            return torch.Tensor.to(position_ids, dtype)
+
+
+        def tables(x, position_ids):
+            inv_freq = inv_freq_for(64, 10000.0, dtype=x.dtype)
+            pos = make_positions(position_ids, dtype=inv_freq.dtype)
+            phase = pos.unsqueeze(-1) * inv_freq
+            return phase.cos().to(x.dtype), phase.sin().to(x.dtype)
+        '''
+    found = _found(source)
+    assert found[(7, "RPL006")] == "safe" and set(found.values()) == {"safe"}
+    fixed = _fixed(source)
+    assert "torch.Tensor.to(steps, torch.float32)" in fixed and "torch.Tensor.to(position_ids, torch.float32)" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed

@@ -327,6 +327,8 @@ def _feeds_only_own_calls(ctx: RuleContext, caller: ast.AST, call: ast.Call) -> 
                         isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute)
                         and arg.func.attr in ("reshape", "view", "flatten", "squeeze", "unsqueeze", "contiguous")):
                     arg = arg.value if isinstance(arg, ast.Subscript) else arg.func.value  # type: ignore[union-attr]
+                if isinstance(arg, ast.Attribute) and arg.attr in ("dtype", "device"):
+                    arg = arg.value  # ``make_positions(ids, dtype=inv_freq.dtype)``: its dtype, to this file's own
                 if isinstance(arg, ast.Name) and arg.id == name:
                     allowed.add(id(arg))
     return bool(loads) and all(id(n) in allowed for n in loads)
