@@ -7685,3 +7685,65 @@ def test_frequencies_whose_dtype_only_feeds_this_files_helpers_are_made_float32(
     fixed = _fixed(source)
     assert "torch.Tensor.to(steps, torch.float32)" in fixed and "torch.Tensor.to(position_ids, torch.float32)" in fixed
     assert _found(fixed) == {} and _fixed(fixed) == fixed
+
+
+def test_a_cast_moving_to_a_device_then_a_dtype_keeps_the_move():
+    """Round 52 (Cohere-style `self.inv_freq.to(x.device, x.dtype)` inside an einsum): the device comes first and the
+    dtype second, so RPL006's fix replaces the second (`.to(x.device, torch.float32)`); replacing the first wrote
+    `.to(torch.float32, x.dtype)`, which raises."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class Rotary(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+
+            def forward(self, x, position_ids):
+                freqs = torch.einsum("bs,d->bsd", position_ids.to(x.dtype), self.inv_freq.to(x.device, x.dtype))
+                emb = torch.repeat_interleave(freqs, 2, dim=-1)
+                return emb.cos(), emb.sin()
+        '''
+    assert _found(source) == {(11, "RPL005"): "safe", (11, "RPL006"): "safe"}
+    fixed = _fixed(source)
+    assert "self.inv_freq.to(x.device, torch.float32)" in fixed
+    assert _found(fixed) == {} and _fixed(fixed) == fixed
+
+
+def test_an_integer_fallback_is_unsafe_to_make_float32_where_unparsed_holders_leave_the_dtype_out():
+    """Round 52 (a BERT-style embedder): `target_dtype = dtype if dtype is not None else position_ids.dtype` in a
+    rotary whose holder, in code the prefilter does not parse, calls `self.rotary_emb(position_ids)`. Falling back to
+    float32 would hand float32 tables to `q * cos` where the integer ones kept the queries' bfloat16, and the
+    attention would raise on mixed dtypes: the fix is offered as unsafe. A holder passing `dtype=` keeps it safe."""
+    source = '''\
+        import torch
+        from torch import nn
+
+
+        class RotaryEmbedding(nn.Module):
+            def __init__(self, dim=64, base=10000.0):
+                super().__init__()
+                self.dim, self.base = dim, base
+
+            def forward(self, position_ids, dtype=None):
+                inv_freq = 1.0 / (self.base ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim))
+                emb = position_ids.float().unsqueeze(-1) * inv_freq
+                target_dtype = dtype if dtype is not None else position_ids.dtype
+                return emb.cos().to(target_dtype), emb.sin().to(target_dtype)
+
+
+        class Embedder(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.config = config
+                self.rotary_emb = RotaryEmbedding(config.head_dim)
+
+            def forward(self, hidden_states, position_ids):
+                cos, sin = self.rotary_emb(position_ids)
+                return hidden_states * cos[..., :1] + sin[..., :1]
+        '''
+    assert set(_found(source).values()) == {"unsafe"}
+    passing = source.replace("self.rotary_emb(position_ids)", "self.rotary_emb(position_ids, dtype=hidden_states.dtype)")
+    assert set(_found(passing).values()) == {"safe"}

@@ -80,6 +80,8 @@ def float32_fix(ctx: RuleContext, site: ast.AST, what: str, scope: Scope) -> Fix
         text = ctx.code(receiver)
         args = site.args[1:] if site.args and receiver is site.args[0] else site.args  # unbound: t is args[0]
         target = args[0] if args else next((k.value for k in site.keywords if k.arg == "dtype"), site.func)
+        if isinstance(site.func, ast.Attribute) and site.func.attr == "to" and len(args) >= 2:
+            target = args[1]  # ``t.to(x.device, x.dtype)``: the device comes first, the dtype second
         if isinstance(receiver, ast.Call) and is_runtime_inv_freq(qualname(receiver.func, ctx.imports) or ""):
             # float32 already (an earlier RPL002 rebuild): the cast just goes
             return plan_fix(ctx, site, target, scope, what, f"keep the {what} float32", (Replace(site, text),))

@@ -17,6 +17,7 @@ from ..model.names import dotted
 from ..model.events import Cast
 from ..model.values import Dt, Role
 from .boundary import cast_at_callers
+from .callsite import calls_of
 from .base import Rule, RuleContext, alone_in_block, append_keyword, calls_in_text, atom_code, cast_receiver, spelled_as_tensor
 
 
@@ -145,8 +146,16 @@ class IntegerTableCast(Rule):
         fallback = _integer_fallback(ctx, cast)
         if fallback is not None:
             torch, imports = ctx.torch_name()
-            return FixPlan("safe", f"fall back to `{torch}.float32` instead of `{ctx.code(fallback)}` (a dtype the "
-                                   f"caller passes still wins)", (Replace(fallback, f"{torch}.float32"), *imports))
+            description = f"fall back to `{torch}.float32` instead of `{ctx.code(fallback)}` (a dtype the caller " \
+                          f"passes still wins"
+            param = (dtype_fallback(cast.scope, cast.target_expr) or ("", None))[0]
+            if _left_out_in_file(ctx, cast, param):
+                # ``cos, sin = self.rotary_emb(position_ids)``: those tables were integer and kept the queries'
+                # dtype in ``q * cos``; float32 ones make 16-bit queries float32 (the attention then raises).
+                return FixPlan("unsafe", f"{description}; calls here leave `{param}` out, and their float32 tables "
+                                         f"would make 16-bit queries float32)",
+                               (Replace(fallback, f"{torch}.float32"), *imports))
+            return FixPlan("safe", f"{description})", (Replace(fallback, f"{torch}.float32"), *imports))
         act = cast.scope.activation
         receiver = cast_receiver(cast.node) or cast.node
         tensor = _tensor_target(ctx, cast)
@@ -228,6 +237,29 @@ def _other_arguments(ctx: RuleContext, cast) -> list[str]:  # type: ignore[no-un
     args = [ctx.code(a) for a in node.args if a is not cast.target_expr]
     args += [f"{k.arg}={ctx.code(k.value)}" for k in node.keywords if k.value is not cast.target_expr and k.arg]
     return args if len(args) < len(node.args) + len(node.keywords) else []
+
+
+def _left_out_in_file(ctx: RuleContext, cast, param: str) -> bool:  # type: ignore[no-untyped-def]
+    """A call in this file of the cast's ``forward``, through a module holding its class in code the prefilter left
+    unparsed (so no fix of its own passes the dtype there), that passes nothing for ``param``."""
+    fn = cast.scope.node
+    if not param or not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    cls_name, _, name = cast.scope.symbol.rpartition(".")
+    if any(True for _ in calls_of(ctx, cls_name or None, name, through_held=name in ("forward", "__call__"))):
+        return False  # calls this file's analysis sees get a fix of their own (``dtype=x.dtype`` passed there)
+    if not cls_name or name not in ("forward", "__call__"):
+        return False
+    # Holders the prefilter left unparsed: ``self.rotary_emb = RotaryEmbedding(...)`` then
+    # ``self.rotary_emb(position_ids)``, read from the file's text.
+    params = [a.arg for a in fn.args.args][1:]
+    slot = params.index(param) if param in params else len(params)
+    for attr in set(re.findall(rf"self\.(\w+)\s*=\s*(?:[\w.]+\.)?{re.escape(cls_name)}\(", ctx.source)):
+        for given in re.findall(rf"self\.{re.escape(attr)}\(([^()]*)\)", ctx.source):
+            parts = [g for g in given.split(",") if g.strip()]
+            if f"{param}=" not in given.replace(" ", "") and len(parts) <= slot:
+                return True
+    return False
 
 
 def _integer_fallback(ctx: RuleContext, cast) -> ast.expr | None:  # type: ignore[no-untyped-def]
