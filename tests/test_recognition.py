@@ -7747,3 +7747,30 @@ def test_an_integer_fallback_is_unsafe_to_make_float32_where_unparsed_holders_le
     assert set(_found(source).values()) == {"unsafe"}
     passing = source.replace("self.rotary_emb(position_ids)", "self.rotary_emb(position_ids, dtype=hidden_states.dtype)")
     assert set(_found(passing).values()) == {"safe"}
+
+
+def test_a_none_dtype_no_call_passes_takes_its_float32_fallback():
+    """Round 52: `dtype = dtype or compute_dtype(position_ids)` (float32 for integer ids) in a positions helper no
+    call of the file passes `dtype` to: every call gets the float32 fallback, so nothing is reported; a call passing
+    the activations' dtype is."""
+    source = '''\
+        import torch
+
+
+        def compute_dtype(x):
+            return x.dtype if x.is_floating_point() else torch.float32
+
+
+        def make_positions(position_ids, dtype=None):
+            dtype = dtype or compute_dtype(position_ids)
+            return torch.Tensor.to(position_ids, dtype)
+
+
+        def tables(x, position_ids):
+            inv_freq = 1.0 / 10000.0 ** (torch.arange(0, 64, 2, dtype=torch.float32) / 64)
+            phase = make_positions(position_ids)[..., None] * inv_freq
+            return phase.cos().to(x.dtype), phase.sin().to(x.dtype)
+        '''
+    assert _found(source) == {}
+    passing = source.replace("make_positions(position_ids)[", "make_positions(position_ids, x.dtype)[")
+    assert _found(passing) == {(10, "RPL005"): "safe"}

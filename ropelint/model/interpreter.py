@@ -1793,6 +1793,15 @@ class Interpreter:
         if isinstance(node.op, ast.Or) and isinstance(first, ast.Name) and first.id in frame.pinned \
                 and frame.env.get(first.id) is not None and frame.env[first.id].dtype is Dt.FULL:
             return vals[0]  # every call passes it: the fallback is never taken
+        fn = frame.scope.node
+        if isinstance(node.op, ast.Or) and len(vals) == 2 and isinstance(first, ast.Name) \
+                and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and first.id in _none_defaulted(fn) \
+                and vals[0].has(Role.DTYPE) and vals[1].has(Role.DTYPE) and vals[1].dtype is Dt.FULL \
+                and self._callers_keep_default(fn, first.id, frame.cls is not None) \
+                and any(True for _ in self._calls_named().get(fn.name, [])):
+            # ``dtype = dtype or compute_dtype(position_ids)`` where no call in the file passes ``dtype``: the
+            # float32 fallback is what every call gets.
+            return vals[1]
         if isinstance(node.op, ast.Or) and all(v.has(Role.DTYPE) for v in vals):
             # ``dtype or position_ids.dtype``: each operand is the dtype some call gets; the worst one decides.
             return next((v for v in vals if v.dtype is Dt.INT), None) \
