@@ -571,32 +571,24 @@ def _picked_from(node: ast.expr) -> str | None:
 
 
 def float32_defaulted(fn: FunctionNode) -> set[str]:
-    """Parameters whose default is ``torch.float32`` (or ``torch.float``, ``torch.float64``), or ``None`` that the
-    function's first statements turn into one (``dtype = torch.float32 if dtype is None else dtype``)."""
-    full = ("float32", "float", "float64", "double")
+    """Parameters whose default is ``torch.float32`` (or ``torch.float``, ``torch.float64``), or ``None`` that every
+    assignment in the function turns into one (``dtype = torch.float32 if dtype is None else dtype``,
+    ``dtype = dtype or torch.float32``, ``if dtype is None: dtype = torch.float32``)."""
+    found = {p for p, d in _defaults(fn) if d is not None and _full_dtype_expr(None, d)}
 
-    def is_full(node: ast.AST | None) -> bool:
-        return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr in full
+    def resolved(p: str, value: ast.expr) -> bool:
+        chosen = _none_tested(value) if isinstance(value, ast.IfExp) else None
+        if chosen is not None and chosen[0] == p:
+            value = chosen[1]
+        elif isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or) and len(value.values) == 2 \
+                and isinstance(value.values[0], ast.Name) and value.values[0].id == p:
+            value = value.values[1]
+        return _full_dtype_expr(None, value)
 
-    found = {p for p, d in _defaults(fn) if is_full(d)}
     for p in _none_defaulted(fn):
-        for stmt in fn.body[:3]:
-            value = stmt.value if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
-                and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == p else None
-            tested = _none_tested(value) if isinstance(value, ast.IfExp) else None
-            resolved = (tested is not None and tested[0] == p and is_full(tested[1])) \
-                or (isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or) and len(value.values) == 2
-                    and isinstance(value.values[0], ast.Name) and value.values[0].id == p and is_full(value.values[1]))
-            if not resolved and isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1 \
-                    and isinstance(stmt.test, ast.Compare) and isinstance(stmt.test.left, ast.Name) \
-                    and stmt.test.left.id == p and isinstance(stmt.test.ops[0], ast.Is) \
-                    and is_none(stmt.test.comparators[0]) and isinstance(stmt.body[0], ast.Assign):
-                body = stmt.body[0]  # ``if dtype is None: dtype = torch.float32``
-                resolved = len(body.targets) == 1 and isinstance(body.targets[0], ast.Name) \
-                    and body.targets[0].id == p and is_full(body.value)
-            if resolved:
-                found.add(p)
-                break
+        values = _assigned_values(fn, p)
+        if values and all(resolved(p, v) for v in values):
+            found.add(p)
     return found
 
 
@@ -1798,7 +1790,7 @@ class Interpreter:
                 and isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and first.id in _none_defaulted(fn) \
                 and vals[0].has(Role.DTYPE) and vals[1].has(Role.DTYPE) and vals[1].dtype is Dt.FULL \
                 and self._callers_keep_default(fn, first.id, frame.cls is not None) \
-                and any(True for _ in self._calls_named().get(fn.name, [])):
+                and self._calls_named().get(fn.name):
             # ``dtype = dtype or compute_dtype(position_ids)`` where no call in the file passes ``dtype``: the
             # float32 fallback is what every call gets.
             return vals[1]
@@ -2009,9 +2001,7 @@ class Interpreter:
             and test.func.value.id == p
         own = isinstance(node.body, ast.Attribute) and node.body.attr == "dtype" \
             and isinstance(node.body.value, ast.Name) and node.body.value.id == p
-        fallback = node.orelse
-        if not (floating and own and isinstance(fallback, ast.Attribute)
-                and fallback.attr in ("float32", "float", "float64", "double")):
+        if not (floating and own and _full_dtype_expr(None, node.orelse)):
             return None
         val = self._eval(arg, frame)
         integer = val.dtype is Dt.INT or (val.dtype is Dt.UNKNOWN and val.has(Role.POSITIONS)) \
@@ -3136,10 +3126,7 @@ class Interpreter:
                                                  frame.scope))
             return vals[0].evolve(dtype=dt, site=node if dt is not Dt.FULL else None, read=None, alt_reads=())
         if method in ("float", "double"):
-            if receiver.dtype.can_be_16bit and receiver.site is not None and receiver.read is None \
-                    and (receiver.has(Role.POSITIONS) or receiver.has(Role.ARANGE)) \
-                    and not receiver.roles & {Role.INV_FREQ, Role.PHASE, Role.TABLE}:
-                # Positions already rounded by a 16-bit-able cast: ``.float()`` restores the dtype, not the digits.
+            if _rounded_positions(receiver):
                 return receiver
             if receiver.dtype.can_be_16bit and receiver.has(Role.PHASE) and is_cast_call(receiver.site) \
                     and not receiver.roles & {Role.INV_FREQ, Role.TABLE, Role.COMPLEX}:
@@ -3547,10 +3534,7 @@ class Interpreter:
         dt = target.dtype
         if dt is Dt.UNKNOWN:
             return receiver.evolve(dtype=Dt.UNKNOWN, site=None, earlier_sites=())
-        if dt is Dt.FULL and receiver.dtype.can_be_16bit and receiver.site is not None and receiver.read is None \
-                and (receiver.has(Role.POSITIONS) or receiver.has(Role.ARANGE)) \
-                and not receiver.roles & {Role.INV_FREQ, Role.PHASE, Role.TABLE}:
-            # ``t.to(torch.float32)`` of positions already rounded by a 16-bit-able cast, as ``.float()`` (above).
+        if dt is Dt.FULL and _rounded_positions(receiver):
             return receiver
         if dt is Dt.FULL:
             return receiver.evolve(dtype=dt, site=None, earlier_sites=())
@@ -3929,6 +3913,13 @@ def _int_buffer(val: Val) -> bool:
     """A tensor allocated in another's integer dtype (``pos.new_zeros(...)``, ``torch.empty_like(pos)``)."""
     name = allocator_name(val.site)
     return val.dtype is Dt.INT and isinstance(val.site, ast.Call) and (name.startswith("new_") or name.endswith("_like"))
+
+
+def _rounded_positions(val: Val) -> bool:
+    """Positions already rounded by a 16-bit-able cast: widening them (``.float()``, ``.to(torch.float32)``)
+    restores the dtype, not the digits."""
+    return val.dtype.can_be_16bit and val.site is not None and val.read is None \
+        and (val.has(Role.POSITIONS) or val.has(Role.ARANGE)) and not val.roles & {Role.INV_FREQ, Role.PHASE, Role.TABLE}
 
 
 def _dtype_of(base: Val) -> Val:
